@@ -1,0 +1,1 @@
+"""evennia-ai: an LLM assistant NPC for Evennia whose context never overflows."""

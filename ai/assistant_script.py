@@ -1,0 +1,229 @@
+"""AssistantScript: the assistant's configuration, event queue, modes and tick.
+
+The script ticks every ``AI_TICK_INTERVAL`` seconds. Evennia's ticker does not wait for
+the Deferred that ``at_repeat`` returns, so the busy guard is ours: a tick that would
+start while the previous one is still running is skipped and counted.
+"""
+
+from evennia.scripts.scripts import DefaultScript
+from evennia.utils import logger
+from twisted.internet import defer
+
+from .config import (
+    SCRIPT_CONFIG,
+    ai_setting,
+    check_thresholds,
+    check_value,
+    default_value,
+    resolve_config,
+)
+from .history import ConversationHistory
+from .llm_interaction import (
+    build_llm_messages,
+    call_llm,
+    measure_context,
+    render_event,
+    resolve_model,
+)
+
+MODES = ("awake", "sleep")
+# Sleep phases: dozing (just fell asleep, nothing runs), then dreaming (the sleep pipeline).
+SLEEP_PHASES = ("dozing", "dreaming")
+
+
+class AssistantScript(DefaultScript):
+    """Drives one AssistantCharacter: holds its settings, hears its events, runs its ticks."""
+
+    def at_script_creation(self):
+        self.key = "assistant_script"
+        self.desc = "Runs the ticks of an AI assistant"
+        self.interval = ai_setting("AI_TICK_INTERVAL")
+        self.persistent = True
+        for name in SCRIPT_CONFIG:
+            self.attributes.add(name, default_value(name))
+        self.db.operating_mode = "awake"
+        self.db.sleep_phase = None
+        self.db.last_compaction = None
+        self.db.context_signals = {}
+        self.db.pending_events = []
+
+    # configuration ---------------------------------------------------------------------
+
+    def set_config(self, name, value):
+        """Validate and store one configuration attribute.
+
+        Raises:
+            ConfigError: naming the attribute and its allowed range; nothing is stored.
+        """
+        check_value(name, value)
+        if name in ("compact_sleep_threshold", "compact_emergency_threshold"):
+            pending = {
+                "compact_sleep_threshold": self.get_config("compact_sleep_threshold"),
+                "compact_emergency_threshold": self.get_config("compact_emergency_threshold"),
+                name: value,
+            }
+            check_thresholds(
+                pending["compact_sleep_threshold"], pending["compact_emergency_threshold"]
+            )
+        self.attributes.add(name, value)
+
+    def effective_config(self):
+        """Return the usable configuration, logging (once each) any refused stored value."""
+        stored = {name: self.attributes.get(name, default_value(name)) for name in SCRIPT_CONFIG}
+        config, problems = resolve_config(stored)
+        reported = self.ndb.reported_config_problems or set()
+        for problem in problems:
+            if problem not in reported:
+                logger.log_err(f"AI {self.key} on {self.obj}: {problem}")
+                reported.add(problem)
+        self.ndb.reported_config_problems = reported
+        return config
+
+    def get_config(self, name):
+        """Return one usable configuration value (the default if the stored one is invalid)."""
+        return self.effective_config()[name]
+
+    # history ---------------------------------------------------------------------------
+
+    @property
+    def history(self):
+        """The history store, counting tokens with the assistant's current model."""
+        return ConversationHistory(self, resolve_model(self))
+
+    @property
+    def conversation_history(self):
+        """The live conversation history as ``{role, content, ...}`` dicts, oldest first."""
+        return self.history.messages()
+
+    def append_message(self, message):
+        """Validate and append one message to the history (raises on a malformed one)."""
+        return self.history.append(message)
+
+    # events and modes ------------------------------------------------------------------
+
+    def queue_event(self, event):
+        """Queue an event (a dict with at least ``type``) for the next tick."""
+        events = list(self.db.pending_events or [])
+        events.append(event)
+        limit = ai_setting("AI_MAX_PENDING_EVENTS")
+        if len(events) > limit:
+            dropped = events[: len(events) - limit]
+            events = events[-limit:]
+            logger.log_warn(f"AI {self.key}: event queue full, dropped {len(dropped)} oldest")
+        self.db.pending_events = events
+
+    def pop_event(self):
+        """Remove and return the oldest pending event, or None."""
+        events = list(self.db.pending_events or [])
+        if not events:
+            return None
+        event = events.pop(0)
+        self.db.pending_events = events
+        return event
+
+    def fall_asleep(self, reason="idle"):
+        """Switch to sleep mode (phase ``dozing``) and tell the room."""
+        if self.db.operating_mode == "sleep":
+            return
+        self.db.operating_mode = "sleep"
+        self.db.sleep_phase = SLEEP_PHASES[0]
+        self.ndb.idle_ticks = 0
+        logger.log_info(f"AI {self.key} on {self.obj}: falls asleep ({reason})")
+        if self.obj and self.obj.location:
+            self.obj.location.msg_contents(f"{self.obj.key} drifts off to sleep.")
+
+    def wake_up(self, reason="event"):
+        """Switch to awake mode and tell the room."""
+        if self.db.operating_mode == "awake":
+            return
+        self.db.operating_mode = "awake"
+        self.db.sleep_phase = None
+        self.ndb.idle_ticks = 0
+        logger.log_info(f"AI {self.key} on {self.obj}: wakes up ({reason})")
+        if self.obj and self.obj.location:
+            self.obj.location.msg_contents(f"{self.obj.key} wakes up.")
+
+    def context_usage(self):
+        """Measure the context of the next call (see ``measure_context``)."""
+        return measure_context(self, self.obj)
+
+    # the tick --------------------------------------------------------------------------
+
+    def at_repeat(self, **kwargs):
+        """Start a tick unless one is still running; return the tick's Deferred."""
+        if self.ndb.tick_running:
+            self.ndb.skipped_ticks = (self.ndb.skipped_ticks or 0) + 1
+            logger.log_info(
+                f"AI {self.key}: tick skipped, previous still running "
+                f"({self.ndb.skipped_ticks} skipped)"
+            )
+            return None
+        self.ndb.tick_running = True
+        ticking = defer.maybeDeferred(self.run_tick)
+        ticking.addErrback(self._log_tick_failure)
+        ticking.addBoth(self._end_tick)
+        return ticking
+
+    def _log_tick_failure(self, failure):
+        logger.log_trace(f"AI {self.key} on {self.obj}: tick failed: {failure.getErrorMessage()}")
+        return {"status": "error", "error": failure.getErrorMessage()}
+
+    def _end_tick(self, result):
+        self.ndb.tick_running = False
+        self.ndb.last_tick = result
+        return result
+
+    @defer.inlineCallbacks
+    def run_tick(self):
+        """Run one tick in the current mode.
+
+        Returns:
+            Deferred: Fires with a dict describing the tick (``status``, ``mode``, ...).
+        """
+        character = self.obj
+        if character is None:
+            return {"status": "no_character"}
+        config = self.effective_config()
+        if self.db.operating_mode == "sleep":
+            if not self.db.pending_events:
+                result = yield self.sleep_tick(character, config)
+                return result
+            self.wake_up("a player spoke")
+        result = yield self.awake_tick(character, config)
+        return result
+
+    def sleep_tick(self, character, config):
+        """Advance the sleep phases: dozing, then dreaming."""
+        if self.db.sleep_phase != "dreaming":
+            self.db.sleep_phase = "dreaming"
+        return defer.succeed({"status": "slept", "mode": "sleep", "phase": self.db.sleep_phase})
+
+    @defer.inlineCallbacks
+    def awake_tick(self, character, config):
+        """Handle the next pending event: record it, ask the model, reply in the room."""
+        event = self.pop_event()
+        if event is None:
+            self.ndb.idle_ticks = (self.ndb.idle_ticks or 0) + 1
+            limit = config["sleep_after_idle_ticks"]
+            if limit and self.ndb.idle_ticks >= limit:
+                self.fall_asleep(f"{self.ndb.idle_ticks} idle ticks")
+            return {"status": "idle", "mode": "awake"}
+        self.ndb.idle_ticks = 0
+        self.append_message(
+            {
+                "role": "user",
+                "content": render_event(event),
+                "metadata": {"event": event.get("type"), "speaker": event.get("speaker")},
+            }
+        )
+        answer = yield call_llm(self, build_llm_messages(self, character))
+        if not answer.ok:
+            if character.location:
+                character.location.msg_contents(
+                    f"{character.key} frowns, lost in thought, and does not answer."
+                )
+            return {"status": "llm_error", "mode": "awake", "event": event, "llm": answer}
+        self.append_message(answer.as_message())
+        if answer.content:
+            character.at_say(answer.content)
+        return {"status": "replied", "mode": "awake", "event": event, "llm": answer}

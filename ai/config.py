@@ -1,0 +1,216 @@
+"""The assistant's configuration: every ``script.db`` attribute and ``AI_*`` setting.
+
+``SCRIPT_CONFIG`` is the single source of the per-assistant attributes (their defaults,
+allowed values and meaning); the README's configuration table mirrors it and a test
+keeps the two in step. ``AI_*`` Django settings are server-wide defaults, read with
+``getattr(settings, ...)`` when used, never at import.
+"""
+
+from copy import deepcopy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.conf import settings
+
+
+class ConfigError(ValueError):
+    """A configuration value was refused; the message names the attribute and its range."""
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def fraction(value):
+    """Accept a number in (0, 1]."""
+    if not (_is_number(value) and 0 < value <= 1):
+        raise ValueError("must be a number in (0, 1]")
+
+
+def boolean(value):
+    """Accept True or False."""
+    if not isinstance(value, bool):
+        raise ValueError("must be True or False")
+
+
+def int_range(low, high=None):
+    """Return a check accepting whole numbers from ``low`` to ``high`` (no upper bound if None)."""
+
+    def check(value):
+        if not _is_int(value) or value < low or (high is not None and value > high):
+            bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            raise ValueError(f"must be a whole number {bound}")
+
+    return check
+
+
+def optional(check):
+    """Return a check that also accepts None."""
+
+    def check_optional(value):
+        if value is not None:
+            check(value)
+
+    return check_optional
+
+
+def text(value):
+    """Accept a non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+
+
+def model_string(value):
+    """Accept a litellm model string that litellm can route."""
+    from .litellm_loader import check_model
+
+    check_model(value)
+
+
+EXECUTION_CONFIG_CHECKS = {
+    "multi_action_enabled": boolean,
+    "max_iterations_per_tick": int_range(1, 10),
+    "task_assessment_enabled": boolean,
+    "sub_agents_enabled": boolean,
+    "sub_agent_budget": int_range(0, 10),
+}
+
+
+def execution_config(value):
+    """Accept the layer-1 execution limits of seed 004 (a dict of known keys)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
+    for key, item in value.items():
+        if key not in EXECUTION_CONFIG_CHECKS:
+            raise ValueError(f"has unknown key {key!r}; known: {', '.join(EXECUTION_CONFIG_CHECKS)}")
+        try:
+            EXECUTION_CONFIG_CHECKS[key](item)
+        except ValueError as err:
+            raise ValueError(f"[{key!r}] {err}") from err
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration attribute: its default, its check and what it means."""
+
+    default: Any
+    check: Callable[[Any], None]
+    description: str
+
+
+SCRIPT_CONFIG = {
+    "llm_model": Option(
+        None, optional(model_string), "litellm model string; None uses the AI_LLM_MODEL setting"
+    ),
+    "max_context_tokens": Option(
+        100000,
+        optional(int_range(256)),
+        "Context limit for usage calculations; None asks litellm for the model's input window",
+    ),
+    "compact_enabled": Option(True, boolean, "Master switch for compaction"),
+    "compact_sleep_threshold": Option(0.7, fraction, "Compact during sleep at this usage"),
+    "compact_emergency_threshold": Option(
+        0.8, fraction, "Compact at the start of an awake tick at this usage (not below sleep)"
+    ),
+    "compact_preserve_window": Option(20, int_range(1), "Recent messages kept verbatim"),
+    "compact_model": Option(
+        None, optional(model_string), "Model for summaries; None uses the main model"
+    ),
+    "compact_prompt": Option(None, optional(text), "Summary prompt; None uses the default"),
+    "pre_compact_extraction_enabled": Option(
+        True, boolean, "Journal facts before compacting"
+    ),
+    "pre_compact_max_iterations": Option(
+        5, int_range(1, 10), "Extraction loop cycles during sleep (emergency uses 3)"
+    ),
+    "pre_compact_prompt": Option(None, optional(text), "Extraction prompt; None uses the default"),
+    "execution_config": Option(
+        {
+            "multi_action_enabled": True,
+            "max_iterations_per_tick": 5,
+            "task_assessment_enabled": False,
+            "sub_agents_enabled": False,
+            "sub_agent_budget": 3,
+        },
+        execution_config,
+        "Layer-1 execution limits of the ReAct loop",
+    ),
+    "sleep_after_idle_ticks": Option(
+        60, int_range(0), "Fall asleep after this many ticks without events (0: never)"
+    ),
+}
+
+# Server-wide settings: name -> (default, meaning). Read at call time with ai_setting().
+AI_SETTINGS = {
+    "AI_LLM_MODEL": ("offline/assistant", "Default model of every assistant whose llm_model is None"),
+    "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
+    "AI_LLM_TIMEOUT": (60, "Seconds before a model call is abandoned as a timeout"),
+    "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
+    "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
+    "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
+}
+
+
+def ai_setting(name):
+    """Return the ``AI_*`` setting ``name`` from Django settings, or its default."""
+    return getattr(settings, name, AI_SETTINGS[name][0])
+
+
+def check_value(name, value):
+    """Check one attribute's value on its own.
+
+    Raises:
+        ConfigError: naming the attribute, the value and what is allowed.
+    """
+    if name not in SCRIPT_CONFIG:
+        raise ConfigError(f"unknown configuration attribute {name!r}")
+    try:
+        SCRIPT_CONFIG[name].check(value)
+    except ValueError as err:
+        raise ConfigError(f"{name}={value!r} refused: {err}") from err
+
+
+def check_thresholds(sleep, emergency):
+    """Refuse an emergency threshold below the sleep threshold."""
+    if _is_number(sleep) and _is_number(emergency) and emergency < sleep:
+        raise ConfigError(
+            f"compact_emergency_threshold={emergency!r} refused: must be at least "
+            f"compact_sleep_threshold ({sleep!r}) and at most 1"
+        )
+
+
+def default_value(name):
+    """Return a fresh copy of the default of ``name``."""
+    return deepcopy(SCRIPT_CONFIG[name].default)
+
+
+def resolve_config(values):
+    """Check stored values and fall back to the default for each invalid one.
+
+    Args:
+        values (dict): Attribute name -> stored value (missing names use defaults).
+
+    Returns:
+        tuple: ``(config, problems)``: the usable configuration and the list of messages
+        naming each refused value.
+    """
+    config, problems = {}, []
+    for name in SCRIPT_CONFIG:
+        value = values.get(name, default_value(name))
+        try:
+            check_value(name, value)
+        except ConfigError as err:
+            problems.append(f"{err}; using the default {SCRIPT_CONFIG[name].default!r}")
+            value = default_value(name)
+        config[name] = value
+    try:
+        check_thresholds(config["compact_sleep_threshold"], config["compact_emergency_threshold"])
+    except ConfigError as err:
+        problems.append(f"{err}; using the defaults of both thresholds")
+        config["compact_sleep_threshold"] = default_value("compact_sleep_threshold")
+        config["compact_emergency_threshold"] = default_value("compact_emergency_threshold")
+    return config, problems

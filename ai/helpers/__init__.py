@@ -1,0 +1,1 @@
+"""Helpers used by the tick, the prompt builder and the sleep pipeline."""

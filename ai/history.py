@@ -1,0 +1,142 @@
+"""The conversation history store of one assistant script.
+
+Every write keeps :class:`~ai.models.HistoryCounter` in step in the same transaction, so
+the live token total and message count are read in O(1) whatever the history's length.
+Each message is validated before it is stored and its token count computed once.
+"""
+
+from django.db import transaction
+from django.db.models import F
+
+from .models import ConversationMessage, HistoryCounter
+from .utils.message_format import validate_message
+from .utils.token_counter import count_message_tokens
+
+_OPTIONAL_KEYS = ("name", "tool_calls", "tool_call_id")
+
+
+def row_to_message(row):
+    """Return a stored row as a ``{role, content, ...}`` dict, with its id and token count."""
+    message = {"role": row.role, "content": row.content}
+    for key in _OPTIONAL_KEYS:
+        value = getattr(row, key)
+        if value:
+            message[key] = value
+    message["metadata"] = row.metadata or {}
+    message["id"] = row.pk
+    message["token_count"] = row.token_count
+    return message
+
+
+class ConversationHistory:
+    """Read and append the live history of one script, counting tokens for one model.
+
+    Args:
+        script (ScriptDB): The assistant script that owns the history.
+        model (str): The model whose tokenizer counts the messages.
+    """
+
+    def __init__(self, script, model):
+        self.script = script
+        self.model = model
+
+    def _counter(self):
+        counter, _ = HistoryCounter.objects.get_or_create(
+            db_script_id=self.script.id, defaults={"counted_for": self.model}
+        )
+        if counter.counted_for != self.model:
+            counter = self.recount()
+        return counter
+
+    def append(self, message):
+        """Validate and store one message at the end of the live history.
+
+        Args:
+            message (dict): A ``{role, content, ...}`` message.
+
+        Returns:
+            dict: The stored message, with its ``id`` and ``token_count``.
+
+        Raises:
+            MessageValidationError: if the message is malformed; nothing is stored.
+        """
+        validate_message(message)
+        tokens = count_message_tokens(message, self.model)
+        with transaction.atomic():
+            counter = self._counter()
+            row = ConversationMessage.objects.create(
+                db_script_id=self.script.id,
+                position=counter.next_position,
+                role=message["role"],
+                content=message.get("content"),
+                name=message.get("name"),
+                tool_calls=message.get("tool_calls") or None,
+                tool_call_id=message.get("tool_call_id"),
+                metadata=message.get("metadata") or {},
+                token_count=tokens,
+            )
+            HistoryCounter.objects.filter(pk=counter.pk).update(
+                live_tokens=F("live_tokens") + tokens,
+                live_count=F("live_count") + 1,
+                next_position=F("next_position") + 1,
+            )
+        return row_to_message(row)
+
+    def live_rows(self):
+        """Return a queryset of the live rows, oldest first."""
+        return ConversationMessage.objects.filter(db_script_id=self.script.id, is_live=True)
+
+    def messages(self):
+        """Return the live history as a list of message dicts, oldest first."""
+        return [row_to_message(row) for row in self.live_rows()]
+
+    def totals(self):
+        """Return ``(live_tokens, live_count)`` in one indexed read."""
+        counter = self._counter()
+        return counter.live_tokens, counter.live_count
+
+    def token_total(self):
+        """Return the tokens of the live history as it would be sent."""
+        return self.totals()[0]
+
+    def __len__(self):
+        return self.totals()[1]
+
+    def recount(self):
+        """Recount every live message for this store's model and reset the totals.
+
+        Called once when the assistant's model changes, since stored counts belong to the
+        tokenizer that made them.
+
+        Returns:
+            HistoryCounter: The refreshed counter.
+        """
+        with transaction.atomic():
+            counter, _ = HistoryCounter.objects.get_or_create(db_script_id=self.script.id)
+            total = count = 0
+            for row in self.live_rows():
+                tokens = count_message_tokens(row_to_message(row), self.model)
+                if tokens != row.token_count:
+                    ConversationMessage.objects.filter(pk=row.pk).update(token_count=tokens)
+                total += tokens
+                count += 1
+            last = (
+                ConversationMessage.objects.filter(db_script_id=self.script.id)
+                .order_by("-position")
+                .values_list("position", flat=True)
+                .first()
+            )
+            counter.live_tokens = total
+            counter.live_count = count
+            counter.next_position = 0 if last is None else last + 1
+            counter.counted_for = self.model
+            counter.save()
+        return counter
+
+    def clear(self):
+        """Delete the whole history of this script (live and archived)."""
+        with transaction.atomic():
+            ConversationMessage.objects.filter(db_script_id=self.script.id).delete()
+            HistoryCounter.objects.filter(db_script_id=self.script.id).update(
+                live_tokens=0, live_count=0
+            )

@@ -1,0 +1,41 @@
+"""Import litellm the offline way, once, with the offline engine registered.
+
+litellm fetches a model cost map from the internet at import unless told not to, and
+sends nothing anywhere once telemetry is off. Importing it costs about three seconds, so
+it is imported lazily, on the first model call or model check.
+"""
+
+import os
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def load_litellm():
+    """Return the litellm module, configured for offline use with ``offline/`` registered."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    import litellm
+    from litellm.utils import custom_llm_setup
+
+    from .offline.engine import PROVIDER, OfflineEngine
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.custom_provider_map = [
+        entry for entry in litellm.custom_provider_map if entry.get("provider") != PROVIDER
+    ] + [{"provider": PROVIDER, "custom_handler": OfflineEngine()}]
+    custom_llm_setup()
+    return litellm
+
+
+def check_model(model):
+    """Raise ValueError unless litellm can route ``model`` to a known provider."""
+    litellm = load_litellm()
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError("must be a non-empty litellm model string such as 'openai/gpt-4o-mini'")
+    try:
+        litellm.get_llm_provider(model)
+    except Exception as err:
+        raise ValueError(
+            f"litellm knows no provider for {model!r}; use e.g. 'offline/assistant', "
+            "'openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3'"
+        ) from err

@@ -1,0 +1,271 @@
+"""The one gateway to language models, and the assembly of what the assistant sends.
+
+``call_llm`` runs litellm in a worker thread (``deferToThread``) so the reactor never
+blocks, bounds the wait with a timeout, retries rate limits and transient failures with
+exponential backoff, and always fires with an :class:`LLMResult`: a failure comes back
+as a result naming its kind, is logged, and is never swallowed or raised into a tick.
+"""
+
+import json
+from dataclasses import dataclass, field
+
+from evennia.utils import logger
+from twisted.internet import defer, reactor, threads
+from twisted.internet.task import deferLater
+
+from .config import ai_setting
+from .litellm_loader import load_litellm
+from .offline.engine import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
+from .offline.engine import PROVIDER as OFFLINE_PROVIDER
+from .utils.message_format import sendable
+from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens
+
+RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
+
+
+@dataclass
+class LLMResult:
+    """The outcome of one model call, successful or not.
+
+    Attributes:
+        ok (bool): True when the model answered with a usable response.
+        content (str): The text answer (may be empty when only tools were called).
+        tool_calls (list): OpenAI-style tool calls, as plain dicts.
+        error_kind (str): On failure: ``timeout``, ``rate_limit``, ``context_window_exceeded``,
+            ``bad_request``, ``auth``, ``bad_response`` or ``api_error``.
+        error (str): On failure, what went wrong.
+        attempts (int): How many calls were made, retries included.
+        model (str): The model called.
+        usage (dict): Token usage reported for the successful call.
+    """
+
+    ok: bool
+    content: str = ""
+    tool_calls: list = field(default_factory=list)
+    error_kind: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    model: str = ""
+    usage: dict = field(default_factory=dict)
+
+    def as_message(self):
+        """Return the answer as an assistant message for the history."""
+        message = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        elif message["content"] is None:
+            message["content"] = ""
+        return message
+
+
+class BadResponse(Exception):
+    """The model's response could not be read as a chat completion."""
+
+
+def classify_error(err):
+    """Map an exception from litellm (or the wait for it) to an error kind."""
+    litellm = load_litellm()
+    if isinstance(err, (defer.TimeoutError, litellm.Timeout)):
+        return "timeout"
+    if isinstance(err, litellm.ContextWindowExceededError):
+        return "context_window_exceeded"
+    if isinstance(err, litellm.RateLimitError):
+        return "rate_limit"
+    if isinstance(err, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return "auth"
+    if isinstance(err, BadResponse):
+        return "bad_response"
+    if isinstance(err, (litellm.BadRequestError, litellm.NotFoundError)):
+        return "bad_request"
+    return "api_error"
+
+
+def resolve_model(script, model=None):
+    """Return ``model``, else the script's ``llm_model``, else the ``AI_LLM_MODEL`` setting."""
+    return model or script.get_config("llm_model") or ai_setting("AI_LLM_MODEL")
+
+
+def context_window(script):
+    """Return the context limit: ``max_context_tokens``, else the model's input window."""
+    configured = script.get_config("max_context_tokens")
+    if configured:
+        return configured
+    model = resolve_model(script)
+    if model.startswith(f"{OFFLINE_PROVIDER}/"):
+        return OFFLINE_CONTEXT_WINDOW
+    try:
+        return load_litellm().get_model_info(model)["max_input_tokens"]
+    except Exception as err:
+        raise ValueError(
+            f"max_context_tokens is None and litellm does not know the input window of "
+            f"{model!r}: set max_context_tokens"
+        ) from err
+
+
+def _read_tool_calls(message):
+    calls = []
+    for call in getattr(message, "tool_calls", None) or ():
+        function = call.function
+        arguments = function.arguments
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": function.name, "arguments": arguments or "{}"},
+            }
+        )
+    return calls
+
+
+def _complete(model, messages, tools, timeout, extra):
+    """Run one litellm completion (in a worker thread) and read it into a result."""
+    litellm = load_litellm()
+    kwargs = dict(extra)
+    if tools:
+        kwargs["tools"] = tools
+    response = litellm.completion(
+        model=model, messages=messages, timeout=timeout, num_retries=0, **kwargs
+    )
+    try:
+        message = response.choices[0].message
+        tool_calls = _read_tool_calls(message)
+        content = message.content or ""
+    except (AttributeError, IndexError, TypeError) as err:
+        raise BadResponse(f"unreadable response: {err}") from err
+    if not isinstance(content, str):
+        raise BadResponse(f"content is {type(content).__name__}, not text")
+    usage = getattr(response, "usage", None)
+    usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage or {})
+    return LLMResult(ok=True, content=content, tool_calls=tool_calls, model=model, usage=usage)
+
+
+@defer.inlineCallbacks
+def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries=None, **extra):
+    """Call a model through litellm without blocking the reactor.
+
+    Args:
+        script (AssistantScript): The calling assistant (for its model and logging).
+        messages (list): Chat messages; metadata and other stored fields are stripped.
+        model (str, optional): Overrides the script's model.
+        tools (list, optional): OpenAI-style tool schemas to offer.
+        timeout (float, optional): Seconds per attempt; ``AI_LLM_TIMEOUT`` by default.
+        max_retries (int, optional): Retries after a retryable failure;
+            ``AI_LLM_MAX_RETRIES`` by default.
+        **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``).
+
+    Returns:
+        Deferred: Fires with an :class:`LLMResult`; never errbacks for a model failure.
+    """
+    model = resolve_model(script, model)
+    timeout = timeout or ai_setting("AI_LLM_TIMEOUT")
+    retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
+    payload = [sendable(message) for message in messages]
+    attempt = 0
+    while True:
+        attempt += 1
+        waiting = threads.deferToThread(_complete, model, payload, tools, timeout, extra)
+        waiting.addTimeout(timeout, reactor)
+        try:
+            result = yield waiting
+        except Exception as err:
+            kind = classify_error(err)
+            detail = f"{type(err).__name__}: {err}".strip()
+            if kind == "timeout" and isinstance(err, defer.TimeoutError):
+                detail = f"no answer within {timeout}s"
+        else:
+            result.attempts = attempt
+            return result
+        if kind not in RETRYABLE or attempt > retries:
+            logger.log_err(
+                f"AI {script.key}: model call to {model} failed ({kind}) after "
+                f"{attempt} attempt(s): {detail}"
+            )
+            return LLMResult(
+                ok=False, error_kind=kind, error=detail, attempts=attempt, model=model
+            )
+        delay = ai_setting("AI_LLM_RETRY_DELAY") * 2 ** (attempt - 1)
+        logger.log_warn(
+            f"AI {script.key}: model call to {model} failed ({kind}), retry {attempt} of "
+            f"{retries} in {delay:g}s: {detail}"
+        )
+        yield deferLater(reactor, delay, lambda: None)
+
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are {name}, an assistant who lives in this game world and helps its players. "
+    "You are in {location}. Present: {present}. Answer the player who spoke, briefly and "
+    "in character. Several players share you: keep track of who said what, and use what "
+    "they told you earlier."
+)
+
+
+def render_event(event):
+    """Return the user-message text of a queued event."""
+    speaker = event.get("speaker_name") or "Someone"
+    if event.get("type") == "arrival":
+        return f"{speaker} arrives."
+    return f"{speaker} says: {event.get('text', '')}"
+
+
+def build_system_message(script, character):
+    """Return the system message that frames every awake call."""
+    location = character.location
+    present = (
+        [obj.key for obj in location.contents_get(exclude=character, content_type="character")]
+        if location
+        else []
+    )
+    content = DEFAULT_SYSTEM_PROMPT.format(
+        name=character.key,
+        location=location.key if location else "nowhere",
+        present=", ".join(present) or "nobody",
+    )
+    return {"role": "system", "content": content}
+
+
+def build_llm_messages(script, character):
+    """Return what an awake call sends: the system message, then the live history."""
+    return [build_system_message(script, character)] + script.conversation_history
+
+
+@dataclass
+class ContextUsage:
+    """How full the context of the next call is.
+
+    Attributes:
+        total_tokens (int): Tokens the next call would send (all prompt parts).
+        history_tokens (int): The live history's share of ``total_tokens``.
+        max_tokens (int): The context limit compared against.
+        message_count (int): Live messages in history.
+    """
+
+    total_tokens: int
+    history_tokens: int
+    max_tokens: int
+    message_count: int
+
+    @property
+    def usage(self):
+        """Fraction of the limit that the next call uses."""
+        return self.total_tokens / self.max_tokens if self.max_tokens else 0.0
+
+    @property
+    def history_usage(self):
+        """Fraction of the limit that history alone uses."""
+        return self.history_tokens / self.max_tokens if self.max_tokens else 0.0
+
+
+def measure_context(script, character):
+    """Measure the next call's context in O(1): stored history totals plus the frame."""
+    model = resolve_model(script)
+    history_tokens, message_count = script.history.totals()
+    frame_tokens = count_message_tokens(build_system_message(script, character), model)
+    total = frame_tokens + history_tokens + (REPLY_PRIMING_TOKENS if message_count else 0)
+    return ContextUsage(
+        total_tokens=total,
+        history_tokens=history_tokens,
+        max_tokens=context_window(script),
+        message_count=message_count,
+    )

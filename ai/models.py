@@ -1,0 +1,58 @@
+"""Tables of the assistant: its conversation history, one row per message.
+
+History is never kept as a list in ``script.db``: such a list is re-pickled and rewritten
+whole on every append. Here an append is one INSERT and one counter UPDATE, and the
+running token total lives in :class:`HistoryCounter`, so a threshold check is one read.
+"""
+
+from django.db import models
+from django.utils import timezone
+
+
+class ConversationMessage(models.Model):
+    """One chat message of an assistant's conversation history.
+
+    Live messages are what the next LLM call sees; archived ones were replaced by a summary
+    and are kept for inspection rather than deleted.
+    """
+
+    db_script = models.ForeignKey(
+        "scripts.ScriptDB", on_delete=models.CASCADE, related_name="ai_messages"
+    )
+    position = models.BigIntegerField(help_text="Order within the script's history.")
+    role = models.CharField(max_length=16)
+    content = models.TextField(null=True, blank=True)
+    name = models.CharField(max_length=128, null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    token_count = models.PositiveIntegerField(help_text="Tokens this message costs when sent.")
+    created_at = models.DateTimeField(default=timezone.now)
+    is_live = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ("position",)
+        constraints = [
+            models.UniqueConstraint(fields=("db_script", "position"), name="ai_unique_position")
+        ]
+        indexes = [models.Index(fields=("db_script", "is_live", "position"), name="ai_live_idx")]
+
+    def __str__(self):
+        return f"#{self.position} {self.role}: {(self.content or '')[:40]}"
+
+
+class HistoryCounter(models.Model):
+    """Running totals of one script's live history, kept in step with every write."""
+
+    db_script = models.OneToOneField(
+        "scripts.ScriptDB", on_delete=models.CASCADE, primary_key=True, related_name="ai_counter"
+    )
+    live_tokens = models.BigIntegerField(default=0)
+    live_count = models.BigIntegerField(default=0)
+    next_position = models.BigIntegerField(default=0)
+    counted_for = models.CharField(
+        max_length=255, default="", help_text="The model whose tokenizer made the counts."
+    )
+
+    def __str__(self):
+        return f"{self.live_count} messages, {self.live_tokens} tokens"

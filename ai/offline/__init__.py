@@ -1,0 +1,6 @@
+"""The offline engine: a deterministic, in-process stand-in for an LLM.
+
+It is registered as a litellm custom provider (``offline/...`` model strings), so the
+assistant's code path is exactly the one a real model uses. It needs no network and no
+key. It is not a language model: it answers by matching words against what was said.
+"""

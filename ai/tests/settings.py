@@ -1,0 +1,20 @@
+"""Django settings for running the suite under pytest: Evennia's defaults plus this app.
+
+Evennia's default settings name `typeclasses.*` and `server.conf.*` modules, which live in
+the game template; putting the template on `sys.path` stands in for a game directory.
+"""
+
+import os
+import sys
+
+import evennia
+
+sys.path.insert(0, os.path.join(os.path.dirname(evennia.__file__), "game_template"))
+
+from evennia.settings_default import *  # noqa: E402,F401,F403
+
+INSTALLED_APPS = INSTALLED_APPS + ["ai"]  # noqa: F405
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# Password hashing dominates account set-up in tests; MD5 makes it cheap.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+TEST_ENVIRONMENT = True

@@ -1,0 +1,1 @@
+"""Leaf utilities: they import nothing else from the `ai` package."""

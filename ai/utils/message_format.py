@@ -1,0 +1,70 @@
+"""Validation of chat messages at the door of the history store.
+
+A message is refused here, with an error naming the field, rather than discovered by a
+crash in a later tick or an API error when history is sent back to the model.
+"""
+
+ROLES = ("system", "user", "assistant", "tool")
+SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+
+class MessageValidationError(ValueError):
+    """Raised for a message that the history store refuses."""
+
+
+def _validate_tool_calls(tool_calls):
+    if not isinstance(tool_calls, list):
+        raise MessageValidationError("'tool_calls' must be a list of tool calls")
+    for index, call in enumerate(tool_calls):
+        where = f"tool_calls[{index}]"
+        if not isinstance(call, dict):
+            raise MessageValidationError(f"{where} must be a dict")
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            raise MessageValidationError(f"{where} needs a non-empty string 'id'")
+        function = call.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise MessageValidationError(f"{where} needs a 'function' with a string 'name'")
+        if not isinstance(function.get("arguments", ""), str):
+            raise MessageValidationError(f"{where}.function.arguments must be a JSON string")
+
+
+def validate_message(message):
+    """Check that ``message`` is a well-formed chat message, or raise.
+
+    Args:
+        message (dict): ``{role, content, ...}`` with optional ``name``, ``tool_calls``,
+            ``tool_call_id`` and ``metadata``.
+
+    Raises:
+        MessageValidationError: naming the field that is wrong.
+    """
+    if not isinstance(message, dict):
+        raise MessageValidationError(f"a message must be a dict, not {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise MessageValidationError(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise MessageValidationError(
+            f"'content' must be a string or None, not {type(content).__name__}"
+        )
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        if role != "assistant":
+            raise MessageValidationError("only an assistant message may carry 'tool_calls'")
+        _validate_tool_calls(tool_calls)
+    elif content is None:
+        raise MessageValidationError(f"a {role} message without tool calls needs 'content'")
+    if role == "tool" and not message.get("tool_call_id"):
+        raise MessageValidationError("a tool result needs the 'tool_call_id' it answers")
+    metadata = message.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise MessageValidationError("'metadata' must be a dict")
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise MessageValidationError("'name' must be a string")
+
+
+def sendable(message):
+    """Return the part of a stored message that a chat API accepts (no metadata)."""
+    return {key: message[key] for key in SENDABLE_KEYS if message.get(key) is not None}

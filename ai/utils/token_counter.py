@@ -1,0 +1,165 @@
+"""Token counting with a tiered fallback, never touching the network.
+
+Tiers, best first:
+
+1. ``tiktoken``: the model's own encoding, read from the encodings that litellm ships
+   (cl100k, o200k, p50k). The offline engine is declared to tokenize as cl100k.
+2. ``toksum``: used when it is installed and the model has no bundled encoding.
+3. ``heuristic``: about four characters per token.
+
+``count_message_tokens`` adds what a chat API really sends around the text: a per-message
+overhead, the name, and each tool call's id, function name and JSON arguments.
+"""
+
+import importlib.util
+import json
+import math
+import os
+from functools import lru_cache
+
+# Overheads of OpenAI's chat format (the cookbook's figures for current models).
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+TOKENS_PER_TOOL_CALL = 3
+REPLY_PRIMING_TOKENS = 3
+
+BUNDLED_ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base")
+OFFLINE_ENGINE_ENCODING = "cl100k_base"
+CHARS_PER_TOKEN = 4
+
+
+def _bundled_tokenizer_dir():
+    """Return the folder of tiktoken encodings shipped inside the litellm package."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(spec.submodule_search_locations[0], "litellm_core_utils", "tokenizers")
+    return path if os.path.isdir(path) else None
+
+
+@lru_cache(maxsize=1)
+def _tiktoken():
+    """Import tiktoken pointed at the bundled encodings, or return None if impossible."""
+    folder = _bundled_tokenizer_dir()
+    if folder is None:
+        return None
+    # tiktoken downloads encodings missing from its cache dir; the bundled folder holds ours.
+    os.environ["TIKTOKEN_CACHE_DIR"] = folder
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    return tiktoken
+
+
+def _bare_model_name(model):
+    """Strip a litellm provider prefix: ``openai/gpt-4o`` -> ``gpt-4o``."""
+    return (model or "").split("/", 1)[-1]
+
+
+@lru_cache(maxsize=128)
+def _encoding_for(model):
+    """Return a tiktoken encoding for ``model`` if one is bundled, else None."""
+    tiktoken = _tiktoken()
+    if tiktoken is None:
+        return None
+    if (model or "").startswith("offline/"):
+        name = OFFLINE_ENGINE_ENCODING
+    else:
+        try:
+            name = tiktoken.encoding_name_for_model(_bare_model_name(model))
+        except KeyError:
+            return None
+    if name not in BUNDLED_ENCODINGS:
+        return None
+    return tiktoken.get_encoding(name)
+
+
+@lru_cache(maxsize=1)
+def _toksum():
+    """Return toksum's counter function when toksum is installed, else None."""
+    try:
+        from toksum import count_tokens as toksum_count
+    except ImportError:
+        return None
+    return toksum_count
+
+
+def tokenizer_tier(model):
+    """Name the tier that counts tokens for ``model``: tiktoken, toksum or heuristic."""
+    if _encoding_for(model) is not None:
+        return "tiktoken"
+    if _toksum() is not None:
+        return "toksum"
+    return "heuristic"
+
+
+def heuristic_count(text):
+    """Estimate tokens as one per four characters, at least one for non-empty text."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def count_tokens(text, model):
+    """Count the tokens of ``text`` for ``model`` with the best tier available offline.
+
+    Args:
+        text (str): The text to count. ``None`` counts as empty.
+        model (str): A litellm model string such as ``gpt-4o-mini`` or ``offline/assistant``.
+
+    Returns:
+        int: The number of tokens.
+    """
+    if not text:
+        return 0
+    encoding = _encoding_for(model)
+    if encoding is not None:
+        return len(encoding.encode(text, disallowed_special=()))
+    toksum_count = _toksum()
+    if toksum_count is not None:
+        try:
+            return toksum_count(text, _bare_model_name(model))
+        except Exception:  # toksum raises for models it does not know
+            pass
+    return heuristic_count(text)
+
+
+def count_tool_call_tokens(tool_call, model):
+    """Count one OpenAI-style tool call: its id, function name and JSON arguments."""
+    function = tool_call.get("function") or {}
+    arguments = function.get("arguments") or ""
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return (
+        TOKENS_PER_TOOL_CALL
+        + count_tokens(tool_call.get("id") or "", model)
+        + count_tokens(function.get("name") or "", model)
+        + count_tokens(arguments, model)
+    )
+
+
+def count_message_tokens(message, model):
+    """Count everything of one chat message that is sent to the model.
+
+    Args:
+        message (dict): A message in the ``{role, content, ...}`` format.
+        model (str): The litellm model string.
+
+    Returns:
+        int: Tokens of the role, content, name, tool calls and tool call id, plus overhead.
+    """
+    total = TOKENS_PER_MESSAGE + count_tokens(message.get("role") or "", model)
+    total += count_tokens(message.get("content") or "", model)
+    if message.get("name"):
+        total += TOKENS_PER_NAME + count_tokens(message["name"], model)
+    if message.get("tool_call_id"):
+        total += count_tokens(message["tool_call_id"], model)
+    for tool_call in message.get("tool_calls") or ():
+        total += count_tool_call_tokens(tool_call, model)
+    return total
+
+
+def count_tools_tokens(tools, model):
+    """Count the JSON tool schemas offered to the model (they are sent with every call)."""
+    if not tools:
+        return 0
+    return count_tokens(json.dumps(tools, sort_keys=True), model)
