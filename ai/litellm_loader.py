@@ -16,7 +16,8 @@ def load_litellm():
     import litellm
     from litellm.utils import custom_llm_setup
 
-    from .offline.engine import PROVIDER, OfflineEngine
+    from .offline import PROVIDER
+    from .offline.engine import OfflineEngine
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True

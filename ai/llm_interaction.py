@@ -15,8 +15,8 @@ from twisted.internet.task import deferLater
 
 from .config import ai_setting
 from .litellm_loader import load_litellm
-from .offline.engine import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
-from .offline.engine import PROVIDER as OFFLINE_PROVIDER
+from .offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
+from .offline import PROVIDER as OFFLINE_PROVIDER
 from .utils.message_format import sendable
 from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens
 

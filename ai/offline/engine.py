@@ -6,12 +6,8 @@ from litellm import CustomLLM
 from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
 
 from ..utils.token_counter import count_message_tokens, count_tools_tokens
+from . import PROVIDER
 from .responder import respond
-
-PROVIDER = "offline"
-DEFAULT_MODEL = "offline/assistant"
-# The window the engine declares, used when max_context_tokens is None.
-CONTEXT_WINDOW = 32768
 
 
 class OfflineEngine(CustomLLM):

@@ -1,0 +1,1 @@
+"""The evennia-ai test suite."""
