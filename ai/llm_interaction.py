@@ -94,12 +94,15 @@ def context_window(script):
     if model.startswith(f"{OFFLINE_PROVIDER}/"):
         return OFFLINE_CONTEXT_WINDOW
     try:
-        return load_litellm().get_model_info(model)["max_input_tokens"]
-    except Exception as err:
+        window = load_litellm().get_model_info(model).get("max_input_tokens")
+    except Exception:
+        window = None
+    if not window:
         raise ValueError(
             f"max_context_tokens is None and litellm does not know the input window of "
             f"{model!r}: set max_context_tokens"
-        ) from err
+        )
+    return window
 
 
 def _read_tool_calls(message):

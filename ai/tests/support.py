@@ -45,3 +45,58 @@ class AssistantTestCase(BaseEvenniaTest):
     def tick(self):
         """Run one tick through ``at_repeat`` and return its result dict."""
         return wait_for(self.script.at_repeat())
+
+
+class ScriptedLLM:
+    """A litellm custom provider for tests: each call plays the next scripted step.
+
+    A step is an exception instance (raised), a number (seconds to sleep, then answer), or
+    a string (answered as text). The LLM boundary is the only thing tests replace.
+    """
+
+    def __init__(self, *steps, provider="scripted"):
+        from litellm import CustomLLM
+
+        self.steps = list(steps)
+        self.calls = []
+        self.provider = provider
+        outer = self
+
+        class Handler(CustomLLM):
+            def completion(self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs):
+                return outer.answer(messages, model_response)
+
+        self.handler = Handler()
+
+    @property
+    def model(self):
+        return f"{self.provider}/test"
+
+    def answer(self, messages, model_response):
+        self.calls.append(messages)
+        step = self.steps.pop(0) if self.steps else "ok"
+        if isinstance(step, BaseException):
+            raise step
+        if isinstance(step, (int, float)):
+            time.sleep(step)
+            step = "late answer"
+        model_response.choices[0].message.content = step
+        return model_response
+
+    def __enter__(self):
+        from litellm.utils import custom_llm_setup
+
+        from ai.litellm_loader import load_litellm
+
+        litellm = load_litellm()
+        self._saved = list(litellm.custom_provider_map)
+        litellm.custom_provider_map = self._saved + [
+            {"provider": self.provider, "custom_handler": self.handler}
+        ]
+        custom_llm_setup()
+        return self
+
+    def __exit__(self, *exc):
+        from ai.litellm_loader import load_litellm
+
+        load_litellm().custom_provider_map = self._saved

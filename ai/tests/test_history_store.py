@@ -1,0 +1,86 @@
+"""The history table: order, validation at the door, O(1) appends and totals."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ai.models import ConversationMessage
+from ai.utils.message_format import MessageValidationError
+from ai.utils.token_counter import count_message_tokens
+
+from .support import AssistantTestCase
+from .test_token_counter import TOOL_CALL_MESSAGE
+
+MODEL = "offline/assistant"
+
+
+class TestHistoryStore(AssistantTestCase):
+    def test_messages_come_back_in_order_in_the_seed_format(self):
+        self.script.append_message({"role": "user", "content": "Char says: one"})
+        self.script.append_message(TOOL_CALL_MESSAGE)
+        self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "done"})
+        history = self.script.conversation_history
+        self.assertEqual([m["role"] for m in history], ["user", "assistant", "tool"])
+        self.assertEqual(history[1]["tool_calls"], TOOL_CALL_MESSAGE["tool_calls"])
+        self.assertEqual(history[2]["tool_call_id"], "call_1")
+        self.assertEqual(
+            history[0]["token_count"],
+            count_message_tokens({"role": "user", "content": "Char says: one"}, MODEL),
+        )
+
+    def test_totals_follow_every_append(self):
+        messages = [{"role": "user", "content": f"Char says: line {i}"} for i in range(5)]
+        for message in messages:
+            self.script.append_message(message)
+        tokens, count = self.script.history.totals()
+        self.assertEqual(count, 5)
+        self.assertEqual(tokens, sum(count_message_tokens(m, MODEL) for m in messages))
+
+    def test_malformed_messages_are_refused_and_nothing_is_stored(self):
+        bad = [
+            ({"role": "wizard", "content": "hi"}, "unknown role 'wizard'"),
+            ({"role": "user", "content": 42}, "'content' must be a string"),
+            ({"role": "tool", "content": "result"}, "tool_call_id"),
+            ({"role": "user", "tool_calls": []}, "needs 'content'"),
+            ({"role": "user", "content": "x", "tool_calls": TOOL_CALL_MESSAGE["tool_calls"]}, "only an assistant"),
+            ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}]}, "JSON string"),
+            ("just text", "must be a dict"),
+        ]
+        for message, expected in bad:
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(MessageValidationError, expected):
+                    self.script.append_message(message)
+        self.assertEqual(ConversationMessage.objects.count(), 0)
+        self.assertEqual(self.script.history.totals(), (0, 0))
+
+    def test_append_and_check_cost_the_same_queries_at_any_length(self):
+        store = self.script.history
+        store.append({"role": "user", "content": "Char says: the first message creates the counter"})
+
+        def queries_for_append_and_check():
+            with CaptureQueriesContext(connection) as ctx:
+                store.append({"role": "user", "content": "Char says: hello"})
+                store.totals()
+            return len(ctx.captured_queries)
+
+        early = queries_for_append_and_check()
+        ConversationMessage.objects.bulk_create(
+            ConversationMessage(
+                db_script_id=self.script.id, position=1000 + i, role="user", content="x", token_count=2
+            )
+            for i in range(300)
+        )
+        late = queries_for_append_and_check()
+        self.assertEqual(early, late)
+        self.assertLessEqual(late, 6)
+
+    def test_changing_the_model_recounts_once(self):
+        self.script.append_message({"role": "user", "content": "Hello, world! " * 10})
+        offline_tokens = self.script.history.token_total()
+        self.script.set_config("llm_model", "ollama/llama3")  # counted by the heuristic
+        recounted = self.script.history.token_total()
+        expected = count_message_tokens(
+            {"role": "user", "content": "Hello, world! " * 10}, "ollama/llama3"
+        )
+        self.assertEqual(recounted, expected)
+        self.assertNotEqual(recounted, offline_tokens)
+        self.assertEqual(self.script.conversation_history[0]["token_count"], expected)

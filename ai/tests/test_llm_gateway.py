@@ -1,0 +1,127 @@
+"""The LLM gateway: success, each error kind as a clear result, retries, timeout."""
+
+from django.test import override_settings
+from litellm import ModelResponse
+
+from ai.litellm_loader import load_litellm
+from ai.llm_interaction import call_llm, context_window
+
+from .support import AssistantTestCase, ScriptedLLM, wait_for
+
+HELLO = [{"role": "user", "content": "Char says: hello"}]
+
+
+def rate_limit():
+    return load_litellm().RateLimitError("slow down", llm_provider="scripted", model="test")
+
+
+@override_settings(AI_LLM_RETRY_DELAY=0.01)
+class TestCallLLM(AssistantTestCase):
+    def call(self, messages=HELLO, **kwargs):
+        return wait_for(call_llm(self.script, messages, **kwargs))
+
+    def test_offline_engine_answers_by_default(self):
+        result = self.call()
+        self.assertTrue(result.ok)
+        self.assertEqual(result.model, "offline/assistant")
+        self.assertIn("Hello, Char", result.content)
+        self.assertEqual(result.attempts, 1)
+        self.assertGreater(result.usage["prompt_tokens"], 0)
+
+    def test_mock_response_text(self):
+        result = self.call(model="gpt-4o-mini", mock_response="A mocked answer")
+        self.assertTrue(result.ok)
+        self.assertEqual(result.content, "A mocked answer")
+
+    def test_mock_tool_call_is_read_into_plain_dicts(self):
+        response = ModelResponse(
+            choices=[
+                {
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "call_9", "type": "function",
+                             "function": {"name": "noop", "arguments": "{}"}}
+                        ],
+                    },
+                }
+            ]
+        )
+        result = self.call(model="gpt-4o-mini", mock_response=response)
+        self.assertTrue(result.ok)
+        self.assertEqual(result.tool_calls[0]["function"], {"name": "noop", "arguments": "{}"})
+        self.assertEqual(result.as_message()["tool_calls"][0]["id"], "call_9")
+
+    def test_rate_limit_is_retried_then_reported(self):
+        result = self.call(
+            model="gpt-4o-mini", mock_response="litellm.RateLimitError", max_retries=2
+        )
+        self.assertFalse(result.ok)
+        self.assertEqual(result.error_kind, "rate_limit")
+        self.assertEqual(result.attempts, 3)
+
+    def test_context_window_exceeded_is_not_retried(self):
+        result = self.call(
+            model="gpt-4o-mini", mock_response="litellm.ContextWindowExceededError", max_retries=3
+        )
+        self.assertFalse(result.ok)
+        self.assertEqual(result.error_kind, "context_window_exceeded")
+        self.assertEqual(result.attempts, 1)
+
+    def test_transient_failure_then_success(self):
+        with ScriptedLLM(rate_limit(), "second time lucky") as llm:
+            result = self.call(model=llm.model, max_retries=2)
+        self.assertTrue(result.ok)
+        self.assertEqual(result.content, "second time lucky")
+        self.assertEqual(result.attempts, 2)
+        self.assertEqual(len(llm.calls), 2)
+
+    def test_a_hung_call_times_out(self):
+        with ScriptedLLM(2.0) as llm:
+            result = self.call(model=llm.model, timeout=0.2, max_retries=0)
+        self.assertFalse(result.ok)
+        self.assertEqual(result.error_kind, "timeout")
+        self.assertIn("0.2s", result.error)
+
+    def test_timeout_exception_from_the_provider(self):
+        timeout = load_litellm().Timeout("too slow", llm_provider="scripted", model="test")
+        with ScriptedLLM(timeout, timeout) as llm:
+            result = self.call(model=llm.model, max_retries=1)
+        self.assertEqual(result.error_kind, "timeout")
+        self.assertEqual(result.attempts, 2)
+
+    def test_unreadable_response_is_a_bad_response(self):
+        with ScriptedLLM(ValueError("garbage from the wire")) as llm:
+            result = self.call(model=llm.model, max_retries=0)
+        self.assertFalse(result.ok)
+        self.assertEqual(result.error_kind, "api_error")
+        bad = ModelResponse()
+        bad.choices = []
+        result = self.call(model="gpt-4o-mini", mock_response=bad, max_retries=0)
+        self.assertEqual(result.error_kind, "bad_response")
+
+    def test_metadata_never_reaches_the_model(self):
+        with ScriptedLLM("fine") as llm:
+            self.call(
+                [{"role": "user", "content": "hi", "metadata": {"x": 1}, "token_count": 3, "id": 5}],
+                model=llm.model,
+            )
+        self.assertEqual(llm.calls[0], [{"role": "user", "content": "hi"}])
+
+
+class TestContextWindow(AssistantTestCase):
+    def test_default_is_the_seed_value(self):
+        self.assertEqual(context_window(self.script), 100000)
+
+    def test_none_asks_litellm_for_the_input_window(self):
+        self.script.set_config("max_context_tokens", None)
+        self.script.set_config("llm_model", "gpt-4o-mini")
+        self.assertEqual(context_window(self.script), 128000)
+
+    def test_none_with_an_unknown_window_is_a_clear_error(self):
+        self.script.set_config("max_context_tokens", None)
+        self.script.set_config("llm_model", "ollama/some-local-model")
+        with self.assertRaisesRegex(ValueError, "set max_context_tokens"):
+            context_window(self.script)

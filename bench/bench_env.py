@@ -1,0 +1,69 @@
+"""Shared set-up of the benchmarks: Django and Evennia on a throwaway on-disk SQLite database.
+
+Benchmarks time real database writes, so the database is a file in a temporary directory
+rather than ``:memory:``. Evennia's default settings name ``typeclasses.*`` and
+``server.conf.*`` modules, which live in its game template; putting the template on
+``sys.path`` stands in for a game directory, as in ``ai/tests/settings.py``.
+"""
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import types
+
+SETTINGS_MODULE = "bench_settings"
+
+
+def _settings_module(db_path):
+    """Return a settings module: Evennia's defaults, this app and the database at ``db_path``."""
+    import evennia
+
+    sys.path.insert(0, os.path.join(os.path.dirname(evennia.__file__), "game_template"))
+    cwd = os.getcwd()
+    from evennia import settings_default  # climbs the tree looking for a game directory
+
+    os.chdir(cwd)
+    module = types.ModuleType(SETTINGS_MODULE)
+    module.__dict__.update({k: v for k, v in vars(settings_default).items() if k.isupper()})
+    module.INSTALLED_APPS = settings_default.INSTALLED_APPS + ["ai"]
+    module.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db_path}}
+    return module
+
+
+def setup_evennia():
+    """Configure Django and Evennia on a fresh, migrated SQLite file that is deleted at exit.
+
+    Returns:
+        str: The path of the database file.
+    """
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    workdir = tempfile.mkdtemp(prefix="evennia-ai-bench-")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    db_path = os.path.join(workdir, "bench.db3")
+    sys.modules[SETTINGS_MODULE] = _settings_module(db_path)
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS_MODULE
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+    import evennia
+
+    evennia._init()
+    return db_path
+
+
+def new_assistant(key="Helper"):
+    """Create an AssistantCharacter in a fresh room and return it."""
+    from evennia.utils import create
+
+    room = create.create_object(
+        "evennia.objects.objects.DefaultRoom", key=f"{key}'s room", nohome=True
+    )
+    return create.create_object(
+        "ai.assistant_character.AssistantCharacter", key=key, location=room, home=room
+    )
