@@ -15,6 +15,32 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/pytest
 
+# A throwaway Evennia game with the contrib installed, for the demo and `evennia test`.
+GAME_DIR := build/demo_game
+GAME_CONFIGURED := $(GAME_DIR)/.ai-configured
+GAME_MIGRATED := $(GAME_DIR)/.ai-migrated
+EVENNIA := $(abspath $(BIN))/evennia
+
+$(GAME_CONFIGURED): | $(STAMP)
+	rm -rf $(GAME_DIR)
+	mkdir -p build
+	cd build && $(EVENNIA) --init demo_game > /dev/null
+	printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n' \
+		'INSTALLED_APPS += ["ai"]' \
+		'PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]' \
+		>> $(GAME_DIR)/server/conf/settings.py
+	touch $@
+
+$(GAME_MIGRATED): $(GAME_CONFIGURED) $(wildcard ai/migrations/*.py)
+	cd $(GAME_DIR) && $(EVENNIA) migrate --verbosity 0 < /dev/null
+	touch $@
+
+demo: $(GAME_MIGRATED)
+	$(BIN)/python demo/play.py $(GAME_DIR)
+
+evennia-test: $(GAME_MIGRATED)
+	cd $(GAME_DIR) && $(EVENNIA) test --settings settings.py ai
+
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
 

@@ -7,6 +7,7 @@ start while the previous one is still running is skipped and counted.
 
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
+from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
 
 from .config import (
@@ -38,6 +39,7 @@ class AssistantScript(DefaultScript):
         self.key = "assistant_script"
         self.desc = "Runs the ticks of an AI assistant"
         self.interval = ai_setting("AI_TICK_INTERVAL")
+        self.start_delay = True  # the first tick comes one interval after creation
         self.persistent = True
         for name in SCRIPT_CONFIG:
             self.attributes.add(name, default_value(name))
@@ -69,7 +71,10 @@ class AssistantScript(DefaultScript):
 
     def effective_config(self):
         """Return the usable configuration, logging (once each) any refused stored value."""
-        stored = {name: self.attributes.get(name, default_value(name)) for name in SCRIPT_CONFIG}
+        stored = {
+            name: deserialize(self.attributes.get(name, default_value(name)))
+            for name in SCRIPT_CONFIG
+        }
         config, problems = resolve_config(stored)
         reported = self.ndb.reported_config_problems or set()
         for problem in problems:

@@ -108,8 +108,10 @@ class CmdAiMode(MuxCommand):
             else:
                 self.caller.msg(f"Unknown mode '{mode}': use awake or sleep.")
                 return
-        phase = f" ({script.db.sleep_phase})" if script.db.sleep_phase else ""
-        self.caller.msg(f"{assistant.key} is {script.db.operating_mode}{phase}.")
+        if script.db.operating_mode == "sleep":
+            self.caller.msg(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
+        else:
+            self.caller.msg(f"{assistant.key} is awake.")
 
 
 class CmdAiConfig(MuxCommand):

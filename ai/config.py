@@ -86,7 +86,9 @@ def execution_config(value):
         raise ValueError(f"must be a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
     for key, item in value.items():
         if key not in EXECUTION_CONFIG_CHECKS:
-            raise ValueError(f"has unknown key {key!r}; known: {', '.join(EXECUTION_CONFIG_CHECKS)}")
+            raise ValueError(
+                f"has unknown key {key!r}; known: {', '.join(EXECUTION_CONFIG_CHECKS)}"
+            )
         try:
             EXECUTION_CONFIG_CHECKS[key](item)
         except ValueError as err:
@@ -121,9 +123,7 @@ SCRIPT_CONFIG = {
         None, optional(model_string), "Model for summaries; None uses the main model"
     ),
     "compact_prompt": Option(None, optional(text), "Summary prompt; None uses the default"),
-    "pre_compact_extraction_enabled": Option(
-        True, boolean, "Journal facts before compacting"
-    ),
+    "pre_compact_extraction_enabled": Option(True, boolean, "Journal facts before compacting"),
     "pre_compact_max_iterations": Option(
         5, int_range(1, 10), "Extraction loop cycles during sleep (emergency uses 3)"
     ),
@@ -146,7 +146,10 @@ SCRIPT_CONFIG = {
 
 # Server-wide settings: name -> (default, meaning). Read at call time with ai_setting().
 AI_SETTINGS = {
-    "AI_LLM_MODEL": ("offline/assistant", "Default model of every assistant whose llm_model is None"),
+    "AI_LLM_MODEL": (
+        "offline/assistant",
+        "Default model of every assistant whose llm_model is None",
+    ),
     "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
     "AI_LLM_TIMEOUT": (60, "Seconds before a model call is abandoned as a timeout"),
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),

@@ -185,9 +185,7 @@ def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries
                 f"AI {script.key}: model call to {model} failed ({kind}) after "
                 f"{attempt} attempt(s): {detail}"
             )
-            return LLMResult(
-                ok=False, error_kind=kind, error=detail, attempts=attempt, model=model
-            )
+            return LLMResult(ok=False, error_kind=kind, error=detail, attempts=attempt, model=model)
         delay = ai_setting("AI_LLM_RETRY_DELAY") * 2 ** (attempt - 1)
         logger.log_warn(
             f"AI {script.key}: model call to {model} failed ({kind}), retry {attempt} of "

@@ -13,9 +13,10 @@ it must be an initialised and migrated Evennia game with ``"ai"`` in ``INSTALLED
 """
 
 import os
-import socket
 import sys
 import time
+
+from twisted.internet import defer, reactor
 
 ROOM = "Tavern"
 ASSISTANT = "Helper"
@@ -41,21 +42,6 @@ SCENARIO = [
     ("Bob", "Where is my forge?"),
     ("Carol", "Who will win the archery tournament?"),
 ]
-
-
-def forbid_network():
-    """Make any connection that leaves this machine fail, to prove the demo needs none."""
-    real_connect = socket.socket.connect
-
-    def local_only_connect(sock, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and not (
-            host.startswith("127.") or host in ("localhost", "::1") or host.startswith("/")
-        ):
-            raise ConnectionRefusedError(f"the demo must not reach the network: {address!r}")
-        return real_connect(sock, address)
-
-    socket.socket.connect = local_only_connect
 
 
 def boot_evennia(game_dir):
@@ -133,55 +119,57 @@ def print_tick(number, speaker, line, result, usage):
     )
 
 
+@defer.inlineCallbacks
 def play(players, assistant):
     """Play the scenario: one spoken line, then one tick, per entry.
 
     Returns:
         Deferred: Fires with the number of ticks that did not reply.
     """
-    from twisted.internet import defer
+    script = assistant.assistant_script
+    print_header(script)
+    failures = 0
+    for number, (speaker, line) in enumerate(SCENARIO, start=1):
+        players[speaker].execute_cmd(f"say {line}")
+        result = yield script.at_repeat()
+        if result.get("status") != "replied":
+            failures += 1
+        print_tick(number, speaker, line, result, script.context_usage())
+    return failures
 
-    @defer.inlineCallbacks
-    def scenario():
-        script = assistant.assistant_script
-        print_header(script)
-        failures = 0
-        for number, (speaker, line) in enumerate(SCENARIO, start=1):
-            players[speaker].execute_cmd(f"say {line}")
-            result = yield script.at_repeat()
-            failures += result.get("status") != "replied"
-            print_tick(number, speaker, line, result, script.context_usage())
-        return failures
 
-    return scenario()
+def report(failures):
+    """Return the exit code for a finished scenario, telling stderr about silent ticks."""
+    if failures:
+        print(f"{failures} tick(s) did not reply", file=sys.stderr)
+        return 1
+    return 0
+
+
+def report_crash(failure):
+    """Print the traceback of a scenario that raised and return a failing exit code."""
+    failure.printTraceback(file=sys.stderr)
+    return 1
 
 
 def run_in_reactor(players, assistant):
     """Run the scenario inside Twisted's real reactor and return the process exit code."""
-    from twisted.internet import reactor
-
-    outcome = []
-
-    def finish(failures):
-        outcome.append(0 if failures == 0 else 1)
-        if failures:
-            print(f"{failures} tick(s) did not reply", file=sys.stderr)
-        reactor.stop()
-
-    def crash(failure):
-        failure.printTraceback(file=sys.stderr)
-        finish(1)
+    exit_codes = []
 
     def start():
-        play(players, assistant).addCallbacks(finish, crash)
+        playing = play(players, assistant).addCallbacks(report, report_crash)
+        playing.addCallback(exit_codes.append)
+        playing.addBoth(lambda _: reactor.stop())
 
     reactor.callWhenRunning(start)
     reactor.run()
-    return outcome[0] if outcome else 1
+    return exit_codes[0] if exit_codes else 1
 
 
 def main(argv):
     """Boot the game, (re)build the cast, play the scenario; return the exit code."""
+    from ai.utils.network_guard import forbid_network
+
     started = time.monotonic()
     forbid_network()
     boot_evennia(argv[1] if len(argv) > 1 else DEFAULT_GAME_DIR)

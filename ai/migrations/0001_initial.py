@@ -10,40 +10,80 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('scripts', '0016_scriptbase_alter_scriptdb_id_defaultscript_and_more'),
+        ("scripts", "0016_scriptbase_alter_scriptdb_id_defaultscript_and_more"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='HistoryCounter',
+            name="HistoryCounter",
             fields=[
-                ('db_script', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='ai_counter', serialize=False, to='scripts.scriptdb')),
-                ('live_tokens', models.BigIntegerField(default=0)),
-                ('live_count', models.BigIntegerField(default=0)),
-                ('next_position', models.BigIntegerField(default=0)),
-                ('counted_for', models.CharField(default='', help_text='The model whose tokenizer made the counts.', max_length=255)),
+                (
+                    "db_script",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="ai_counter",
+                        serialize=False,
+                        to="scripts.scriptdb",
+                    ),
+                ),
+                ("live_tokens", models.BigIntegerField(default=0)),
+                ("live_count", models.BigIntegerField(default=0)),
+                ("next_position", models.BigIntegerField(default=0)),
+                (
+                    "counted_for",
+                    models.CharField(
+                        default="",
+                        help_text="The model whose tokenizer made the counts.",
+                        max_length=255,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ConversationMessage',
+            name="ConversationMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.BigIntegerField(help_text="Order within the script's history.")),
-                ('role', models.CharField(max_length=16)),
-                ('content', models.TextField(blank=True, null=True)),
-                ('name', models.CharField(blank=True, max_length=128, null=True)),
-                ('tool_calls', models.JSONField(blank=True, null=True)),
-                ('tool_call_id', models.CharField(blank=True, max_length=128, null=True)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('token_count', models.PositiveIntegerField(help_text='Tokens this message costs when sent.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('is_live', models.BooleanField(default=True)),
-                ('db_script', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ai_messages', to='scripts.scriptdb')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "position",
+                    models.BigIntegerField(help_text="Order within the script's history."),
+                ),
+                ("role", models.CharField(max_length=16)),
+                ("content", models.TextField(blank=True, null=True)),
+                ("name", models.CharField(blank=True, max_length=128, null=True)),
+                ("tool_calls", models.JSONField(blank=True, null=True)),
+                ("tool_call_id", models.CharField(blank=True, max_length=128, null=True)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "token_count",
+                    models.PositiveIntegerField(help_text="Tokens this message costs when sent."),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("is_live", models.BooleanField(default=True)),
+                (
+                    "db_script",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="ai_messages",
+                        to="scripts.scriptdb",
+                    ),
+                ),
             ],
             options={
-                'ordering': ('position',),
-                'indexes': [models.Index(fields=['db_script', 'is_live', 'position'], name='ai_live_idx')],
-                'constraints': [models.UniqueConstraint(fields=('db_script', 'position'), name='ai_unique_position')],
+                "ordering": ("position",),
+                "indexes": [
+                    models.Index(fields=["db_script", "is_live", "position"], name="ai_live_idx")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("db_script", "position"), name="ai_unique_position"
+                    )
+                ],
             },
         ),
     ]

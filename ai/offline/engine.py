@@ -13,7 +13,9 @@ from .responder import respond
 class OfflineEngine(CustomLLM):
     """Answers chat completions deterministically, without network or key."""
 
-    def completion(self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs):
+    def completion(
+        self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs
+    ):
         """Fill ``model_response`` with the engine's reply to ``messages``."""
         tools = (kwargs.get("optional_params") or {}).get("tools")
         reply = respond(messages, tools)

@@ -15,18 +15,8 @@ def _evennia_initialised(django_db_blocker):
 @pytest.fixture(scope="session", autouse=True)
 def _no_network():
     """Fail any connection that leaves this machine: nothing may reach the network."""
-    import socket
+    from ai.utils.network_guard import forbid_network
 
-    real_connect = socket.socket.connect
-
-    def guarded_connect(sock, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and not (
-            host.startswith("127.") or host in ("localhost", "::1") or host.startswith("/")
-        ):
-            raise AssertionError(f"test tried to reach the network: {address!r}")
-        return real_connect(sock, address)
-
-    socket.socket.connect = guarded_connect
+    restore = forbid_network()
     yield
-    socket.socket.connect = real_connect
+    restore()

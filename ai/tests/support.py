@@ -4,6 +4,7 @@ The suite does not start the reactor; ``wait_for`` starts its thread pool and it
 it, so ``deferToThread`` and ``callLater`` run for real, as in the server.
 """
 
+import threading
 import time
 
 from evennia.utils import create
@@ -18,6 +19,8 @@ def wait_for(deferred, timeout=20.0):
     """Iterate the reactor until ``deferred`` fires; return its result or raise its error."""
     pool = reactor.getThreadPool()
     if not pool.started:
+        # Nothing stops the reactor in a test run: daemon workers let the process exit.
+        pool.threadFactory = lambda *args, **kwargs: threading.Thread(*args, daemon=True, **kwargs)
         pool.start()
     outcome = []
     deferred.addBoth(outcome.append)
@@ -32,14 +35,23 @@ def wait_for(deferred, timeout=20.0):
     return result
 
 
+def make_assistant(key, location):
+    """Create an assistant whose ticks only the test drives.
+
+    The script's own timer is stopped: left running, it would fire during a later test's
+    ``wait_for``, against objects that test's database no longer has.
+    """
+    assistant = create.create_object(ASSISTANT, key=key, location=location, home=location)
+    assistant.assistant_script._stop_task()
+    return assistant
+
+
 class AssistantTestCase(BaseEvenniaTest):
     """An Evennia test with an assistant in Room beside Char and Char2."""
 
     def setUp(self):
         super().setUp()
-        self.assistant = create.create_object(
-            ASSISTANT, key="Helper", location=self.room1, home=self.room1
-        )
+        self.assistant = make_assistant("Helper", self.room1)
         self.script = self.assistant.assistant_script
 
     def tick(self):
@@ -63,7 +75,9 @@ class ScriptedLLM:
         outer = self
 
         class Handler(CustomLLM):
-            def completion(self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs):
+            def completion(
+                self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs
+            ):
                 return outer.answer(messages, model_response)
 
         self.handler = Handler()

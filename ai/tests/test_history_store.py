@@ -41,8 +41,17 @@ class TestHistoryStore(AssistantTestCase):
             ({"role": "user", "content": 42}, "'content' must be a string"),
             ({"role": "tool", "content": "result"}, "tool_call_id"),
             ({"role": "user", "tool_calls": []}, "needs 'content'"),
-            ({"role": "user", "content": "x", "tool_calls": TOOL_CALL_MESSAGE["tool_calls"]}, "only an assistant"),
-            ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}]}, "JSON string"),
+            (
+                {"role": "user", "content": "x", "tool_calls": TOOL_CALL_MESSAGE["tool_calls"]},
+                "only an assistant",
+            ),
+            (
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {}}}],
+                },
+                "JSON string",
+            ),
             ("just text", "must be a dict"),
         ]
         for message, expected in bad:
@@ -54,7 +63,9 @@ class TestHistoryStore(AssistantTestCase):
 
     def test_append_and_check_cost_the_same_queries_at_any_length(self):
         store = self.script.history
-        store.append({"role": "user", "content": "Char says: the first message creates the counter"})
+        store.append(
+            {"role": "user", "content": "Char says: the first message creates the counter"}
+        )
 
         def queries_for_append_and_check():
             with CaptureQueriesContext(connection) as ctx:
@@ -65,7 +76,11 @@ class TestHistoryStore(AssistantTestCase):
         early = queries_for_append_and_check()
         ConversationMessage.objects.bulk_create(
             ConversationMessage(
-                db_script_id=self.script.id, position=1000 + i, role="user", content="x", token_count=2
+                db_script_id=self.script.id,
+                position=1000 + i,
+                role="user",
+                content="x",
+                token_count=2,
             )
             for i in range(300)
         )

@@ -42,8 +42,11 @@ class TestCallLLM(AssistantTestCase):
                         "role": "assistant",
                         "content": None,
                         "tool_calls": [
-                            {"id": "call_9", "type": "function",
-                             "function": {"name": "noop", "arguments": "{}"}}
+                            {
+                                "id": "call_9",
+                                "type": "function",
+                                "function": {"name": "noop", "arguments": "{}"},
+                            }
                         ],
                     },
                 }
@@ -105,7 +108,15 @@ class TestCallLLM(AssistantTestCase):
     def test_metadata_never_reaches_the_model(self):
         with ScriptedLLM("fine") as llm:
             self.call(
-                [{"role": "user", "content": "hi", "metadata": {"x": 1}, "token_count": 3, "id": 5}],
+                [
+                    {
+                        "role": "user",
+                        "content": "hi",
+                        "metadata": {"x": 1},
+                        "token_count": 3,
+                        "id": 5,
+                    }
+                ],
                 model=llm.model,
             )
         self.assertEqual(llm.calls[0], [{"role": "user", "content": "hi"}])

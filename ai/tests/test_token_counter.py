@@ -20,7 +20,10 @@ TOOL_CALL_MESSAGE = {
         {
             "id": "call_1",
             "type": "function",
-            "function": {"name": "add_journal_entry", "arguments": '{"content": "Alice owes 5 gold"}'},
+            "function": {
+                "name": "add_journal_entry",
+                "arguments": '{"content": "Alice owes 5 gold"}',
+            },
         }
     ],
 }

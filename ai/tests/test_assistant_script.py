@@ -1,0 +1,110 @@
+"""The script's tick machinery: busy guard, errback, modes, events, hearing."""
+
+from unittest.mock import patch
+
+from django.test import override_settings
+from twisted.internet import defer
+
+from ai.llm_interaction import LLMResult
+
+from .support import AssistantTestCase, ScriptedLLM, make_assistant, wait_for
+
+
+class TestBusyGuard(AssistantTestCase):
+    def test_a_tick_during_a_running_tick_is_skipped_and_counted(self):
+        self.char1.execute_cmd("say are you there?")
+        with ScriptedLLM(0.5, "I am here") as llm:
+            self.script.set_config("llm_model", llm.model)
+            first = self.script.at_repeat()
+            self.assertIsNone(self.script.at_repeat())
+            self.assertIsNone(self.script.at_repeat())
+            self.assertEqual(self.script.ndb.skipped_ticks, 2)
+            result = wait_for(first)
+        self.assertEqual(result["status"], "replied")
+        self.assertFalse(self.script.ndb.tick_running)
+        self.assertEqual(len(llm.calls), 1)
+
+    def test_a_failing_tick_is_logged_and_the_guard_released(self):
+        with patch.object(self.script, "awake_tick", side_effect=RuntimeError("boom")):
+            with patch("ai.assistant_script.logger.log_trace") as log_trace:
+                result = self.tick()
+        self.assertEqual(result, {"status": "error", "error": "boom"})
+        self.assertIn("tick failed: boom", log_trace.call_args.args[0])
+        self.assertFalse(self.script.ndb.tick_running)
+        self.assertEqual(self.tick()["status"], "idle")
+
+    def test_an_error_after_a_deferred_is_not_lost(self):
+        def late_failure(character, config):
+            return defer.succeed(None).addCallback(lambda _: 1 / 0)
+
+        with patch.object(self.script, "awake_tick", side_effect=late_failure):
+            with patch("ai.assistant_script.logger.log_trace") as log_trace:
+                result = self.tick()
+        self.assertEqual(result["status"], "error")
+        self.assertIn("division by zero", log_trace.call_args.args[0])
+
+
+class TestLLMFailureInTick(AssistantTestCase):
+    def test_a_failed_model_call_keeps_the_event_and_tells_the_room(self):
+        self.char1.execute_cmd("say hello")
+        failed = LLMResult(ok=False, error_kind="timeout", error="no answer within 60s")
+        with patch("ai.assistant_script.call_llm", return_value=defer.succeed(failed)):
+            with patch.object(self.char1, "msg") as char1_msg:
+                result = self.tick()
+        self.assertEqual(result["status"], "llm_error")
+        self.assertEqual(result["llm"].error_kind, "timeout")
+        self.assertEqual([m["role"] for m in self.script.conversation_history], ["user"])
+        self.assertIn("does not answer", str(char1_msg.call_args))
+
+
+class TestEvents(AssistantTestCase):
+    def test_the_assistant_hears_say_and_whisper_but_not_itself(self):
+        self.char1.execute_cmd("say the gate opens at dawn")
+        self.char2.execute_cmd("whisper Helper = the password is mellon")
+        self.assistant.execute_cmd("say I talk to myself")
+        events = self.script.db.pending_events
+        self.assertEqual(
+            [e["text"] for e in events], ["the gate opens at dawn", "the password is mellon"]
+        )
+        self.assertEqual(events[0]["speaker"], self.char1.dbref)
+
+    def test_other_assistants_are_not_heard(self):
+        other = make_assistant("Echo", self.room1)
+        other.execute_cmd("say hello Helper")
+        self.assertEqual(self.script.db.pending_events, [])
+
+    @override_settings(AI_MAX_PENDING_EVENTS=3)
+    def test_a_full_queue_drops_the_oldest(self):
+        for number in range(5):
+            self.char1.execute_cmd(f"say line {number}")
+        self.assertEqual(
+            [e["text"] for e in self.script.db.pending_events], ["line 2", "line 3", "line 4"]
+        )
+
+    def test_events_are_handled_in_order_one_per_tick(self):
+        self.char1.execute_cmd("say first")
+        self.char2.execute_cmd("say second")
+        self.assertEqual(self.tick()["event"]["text"], "first")
+        self.assertEqual(self.tick()["event"]["text"], "second")
+        self.assertEqual(self.tick()["status"], "idle")
+
+
+class TestModes(AssistantTestCase):
+    def test_idle_ticks_put_the_assistant_to_sleep_and_speech_wakes_it(self):
+        self.script.set_config("sleep_after_idle_ticks", 2)
+        self.tick()
+        self.assertEqual(self.script.db.operating_mode, "awake")
+        self.tick()
+        self.assertEqual(self.script.db.operating_mode, "sleep")
+        self.assertEqual(self.script.db.sleep_phase, "dozing")
+        self.assertEqual(self.tick()["phase"], "dreaming")
+        self.char1.execute_cmd("say wake up, Helper")
+        result = self.tick()
+        self.assertEqual(self.script.db.operating_mode, "awake")
+        self.assertEqual(result["status"], "replied")
+
+    def test_zero_means_never_sleep(self):
+        self.script.set_config("sleep_after_idle_ticks", 0)
+        for _ in range(3):
+            self.tick()
+        self.assertEqual(self.script.db.operating_mode, "awake")

@@ -1,0 +1,105 @@
+"""Configuration: defaults from the seeds, clear refusals, ticks that survive bad values."""
+
+from unittest.mock import patch
+
+from ai.config import SCRIPT_CONFIG, ConfigError
+
+from .support import AssistantTestCase
+
+
+class TestDefaults(AssistantTestCase):
+    def test_seed_defaults_are_set_at_creation(self):
+        db = self.script.db
+        self.assertIs(db.compact_enabled, True)
+        self.assertEqual(db.compact_sleep_threshold, 0.7)
+        self.assertEqual(db.compact_emergency_threshold, 0.8)
+        self.assertEqual(db.compact_preserve_window, 20)
+        self.assertIsNone(db.compact_model)
+        self.assertIsNone(db.compact_prompt)
+        self.assertEqual(db.max_context_tokens, 100000)
+        self.assertIs(db.pre_compact_extraction_enabled, True)
+        self.assertEqual(db.pre_compact_max_iterations, 5)
+        self.assertIsNone(db.pre_compact_prompt)
+        self.assertIsNone(db.last_compaction)
+        self.assertEqual(db.execution_config["max_iterations_per_tick"], 5)
+        self.assertEqual(db.operating_mode, "awake")
+
+    def test_every_option_is_stored(self):
+        for name in SCRIPT_CONFIG:
+            self.assertTrue(self.script.attributes.has(name), name)
+
+
+class TestRefusals(AssistantTestCase):
+    CASES = [
+        (
+            "compact_sleep_threshold",
+            0,
+            r"compact_sleep_threshold=0 refused: must be a number in \(0, 1\]",
+        ),
+        ("compact_sleep_threshold", 1.5, r"in \(0, 1\]"),
+        ("compact_emergency_threshold", "high", r"compact_emergency_threshold='high' refused"),
+        ("compact_emergency_threshold", 0.5, r"must be at least compact_sleep_threshold \(0.7\)"),
+        (
+            "compact_preserve_window",
+            0,
+            r"compact_preserve_window=0 refused: must be a whole number of at least 1",
+        ),
+        ("compact_preserve_window", 2.5, r"whole number"),
+        ("compact_enabled", "yes", r"must be True or False"),
+        ("llm_model", "not-a-model", r"litellm knows no provider for 'not-a-model'"),
+        ("compact_model", "", r"non-empty litellm model string"),
+        ("max_context_tokens", 10, r"of at least 256"),
+        ("pre_compact_max_iterations", 11, r"from 1 to 10"),
+        (
+            "execution_config",
+            {"max_iterations_per_tick": 50},
+            r"\['max_iterations_per_tick'\] must be a whole number from 1 to 10",
+        ),
+        ("execution_config", {"turbo": True}, r"unknown key 'turbo'"),
+        ("no_such_option", 1, r"unknown configuration attribute 'no_such_option'"),
+    ]
+
+    def test_bad_values_are_refused_and_nothing_changes(self):
+        for name, value, message in self.CASES:
+            with self.subTest(name=name, value=value):
+                before = self.script.attributes.get(name)
+                with self.assertRaisesRegex(ConfigError, message):
+                    self.script.set_config(name, value)
+                self.assertEqual(self.script.attributes.get(name), before)
+
+    def test_good_values_are_stored(self):
+        self.script.set_config("compact_emergency_threshold", 0.9)
+        self.script.set_config("compact_sleep_threshold", 0.9)
+        self.script.set_config("llm_model", "anthropic/claude-3-5-haiku-latest")
+        self.script.set_config("max_context_tokens", None)
+        self.assertEqual(self.script.db.compact_sleep_threshold, 0.9)
+        self.assertEqual(self.script.db.llm_model, "anthropic/claude-3-5-haiku-latest")
+
+    def test_raising_sleep_above_emergency_is_refused(self):
+        with self.assertRaisesRegex(ConfigError, "compact_emergency_threshold=0.8 refused"):
+            self.script.set_config("compact_sleep_threshold", 0.85)
+
+
+class TestTickSurvivesBadStoredValues(AssistantTestCase):
+    def test_a_value_set_directly_falls_back_to_the_default_with_a_logged_error(self):
+        self.script.db.llm_model = "nonsense"
+        self.script.db.compact_preserve_window = -3
+        with patch("ai.assistant_script.logger.log_err") as log_err:
+            self.char1.execute_cmd("say hello there")
+            result = self.tick()
+            self.tick()
+        self.assertEqual(result["status"], "replied")
+        logged = " ".join(call.args[0] for call in log_err.call_args_list)
+        self.assertIn("llm_model='nonsense' refused", logged)
+        self.assertIn("compact_preserve_window=-3 refused", logged)
+        self.assertEqual(log_err.call_count, 2, "each problem is logged once, not every tick")
+        self.assertEqual(self.script.get_config("compact_preserve_window"), 20)
+
+    def test_inverted_thresholds_fall_back_to_both_defaults(self):
+        self.script.db.compact_sleep_threshold = 0.9
+        self.script.db.compact_emergency_threshold = 0.6
+        with patch("ai.assistant_script.logger.log_err"):
+            config = self.script.effective_config()
+        self.assertEqual(
+            (config["compact_sleep_threshold"], config["compact_emergency_threshold"]), (0.7, 0.8)
+        )
