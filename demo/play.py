@@ -9,7 +9,8 @@ Usage (``make demo`` builds the game directory and runs this)::
     python demo/play.py [GAME_DIR]
 
 ``GAME_DIR`` defaults to ``build/demo_game`` beside this repository's ``demo/`` folder;
-it must be an initialised and migrated Evennia game with ``"ai"`` in ``INSTALLED_APPS``.
+it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this script
+migrates it).
 """
 
 import os
@@ -45,7 +46,7 @@ SCENARIO = [
 
 
 def boot_evennia(game_dir):
-    """Load the game's settings and Django, then initialise Evennia's API.
+    """Load the game's settings and Django, migrate its database, then initialise Evennia.
 
     Args:
         game_dir (str): The Evennia game directory (holding ``server/conf/settings.py``).
@@ -57,6 +58,9 @@ def boot_evennia(game_dir):
     import django
 
     django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
     import evennia
 
     evennia._init()

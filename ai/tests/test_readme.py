@@ -1,0 +1,45 @@
+"""The README's configuration tables say what the code does."""
+
+import re
+from pathlib import Path
+from unittest import TestCase
+
+from ai.config import AI_SETTINGS, SCRIPT_CONFIG
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROW = re.compile(r"^\| `(?P<name>\w+)` \| (?P<default>[^|]+) \|(?P<rest>.*)\|$")
+
+
+def table_rows():
+    """Return ``{name: (default cell, last cell)}`` for every backticked table row."""
+    rows = {}
+    for line in README.read_text().splitlines():
+        match = ROW.match(line.strip())
+        if match:
+            rows[match["name"]] = (match["default"].strip(), match["rest"].split("|")[-1].strip())
+    return rows
+
+
+class TestReadmeConfiguration(TestCase):
+    def setUp(self):
+        if not README.exists():
+            self.skipTest("README.md is not shipped with an installed package")
+        self.rows = table_rows()
+
+    def test_every_script_attribute_is_documented_with_its_default(self):
+        for name, option in SCRIPT_CONFIG.items():
+            with self.subTest(name=name):
+                self.assertIn(name, self.rows)
+                default, meaning = self.rows[name]
+                if not isinstance(option.default, dict):
+                    self.assertEqual(default, f"`{option.default!r}`")
+                self.assertEqual(meaning, option.description)
+
+    def test_every_setting_is_documented_with_its_default(self):
+        for name, (default, meaning) in AI_SETTINGS.items():
+            with self.subTest(name=name):
+                self.assertEqual(self.rows.get(name), (f"`{default!r}`", meaning))
+
+    def test_nothing_undocumented_in_code_is_in_the_table(self):
+        known = set(SCRIPT_CONFIG) | set(AI_SETTINGS)
+        self.assertEqual(set(self.rows) - known, set())
