@@ -1,11 +1,14 @@
 """AssistantCharacter: the assistant's body in the world, its journal, and its ears."""
 
+from collections import deque
+
 from evennia.objects.objects import DefaultCharacter
 from evennia.utils.ansi import strip_ansi
 
 from .assistant_script import AssistantScript
 
 SPEECH_TYPES = ("say", "whisper")
+CONTEXT_BUFFER_SIZE = 20
 
 
 class AssistantCharacter(DefaultCharacter):
@@ -38,17 +41,27 @@ class AssistantCharacter(DefaultCharacter):
         )
 
     def at_msg_receive(self, text=None, from_obj=None, **kwargs):
-        """Hear speech in the room: what others say is queued as an event."""
-        if isinstance(text, tuple) and len(text) > 1 and isinstance(text[1], dict):
-            message, options = text[0], text[1]
+        """Hear the room: speech by others becomes an event, everything else ambience."""
+        message, options = text, {}
+        if isinstance(text, tuple):
+            message, options = text[0], (text[1] if len(text) > 1 else {}) or {}
+        if message and from_obj is not self:
+            line = strip_ansi(str(message))
             if (
                 options.get("type") in SPEECH_TYPES
                 and from_obj is not None
-                and from_obj != self
                 and not isinstance(from_obj, AssistantCharacter)
             ):
-                self.hear(from_obj, spoken_words(strip_ansi(str(message))))
+                self.hear(from_obj, spoken_words(line))
+            else:
+                self.remember_ambience(line)
         return super().at_msg_receive(text=text, from_obj=from_obj, **kwargs)
+
+    def remember_ambience(self, line):
+        """Keep the room's recent non-speech messages for the context buffer (not persisted)."""
+        if self.ndb.context_buffer is None:
+            self.ndb.context_buffer = deque(maxlen=CONTEXT_BUFFER_SIZE)
+        self.ndb.context_buffer.append(line)
 
 
 def spoken_words(line):

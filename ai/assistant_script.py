@@ -18,14 +18,14 @@ from .config import (
     default_value,
     resolve_config,
 )
+from .context_usage import measure_context
 from .history import ConversationHistory
-from .llm_interaction import (
-    build_llm_messages,
-    call_llm,
-    measure_context,
-    render_event,
-    resolve_model,
-)
+from .llm_interaction import resolve_model
+from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
+from .prompt_rendering import render_event
+from .tool_execution import run_react_loop
+
+COMMUNICATION_EVENTS = ("speech", "talk")
 
 MODES = ("awake", "sleep")
 # Sleep phases: dozing (just fell asleep, nothing runs), then dreaming (the sleep pipeline).
@@ -214,21 +214,38 @@ class AssistantScript(DefaultScript):
                 self.fall_asleep(f"{self.ndb.idle_ticks} idle ticks")
             return {"status": "idle", "mode": "awake"}
         self.ndb.idle_ticks = 0
-        self.append_message(
+        stored = self.append_message(
             {
                 "role": "user",
                 "content": render_event(event),
                 "metadata": {"event": event.get("type"), "speaker": event.get("speaker")},
             }
         )
-        answer = yield call_llm(self, build_llm_messages(self, character))
-        if not answer.ok:
+        event = dict(event, in_history=True, message_id=stored["id"])
+        loop = yield run_react_loop(
+            self,
+            character,
+            CONTEXT_TICK_EVENT,
+            event=event,
+            signals=self.context_signals(event),
+            source_message_ids=[stored["id"]],
+        )
+        outcome = {"mode": "awake", "event": event, "loop": loop, "llm": loop.last_answer}
+        if loop.stop_reason == "llm_error":
+            self.ndb.consecutive_errors = (self.ndb.consecutive_errors or 0) + 1
             if character.location:
                 character.location.msg_contents(
                     f"{character.key} frowns, lost in thought, and does not answer."
                 )
-            return {"status": "llm_error", "mode": "awake", "event": event, "llm": answer}
-        self.append_message(answer.as_message())
-        if answer.content:
-            character.at_say(answer.content)
-        return {"status": "replied", "mode": "awake", "event": event, "llm": answer}
+            return dict(outcome, status="llm_error")
+        self.ndb.consecutive_errors = 0
+        return dict(outcome, status="replied" if loop.said else "acted", reply=" ".join(loop.said))
+
+    def context_signals(self, event=None):
+        """Return the runtime signals of the execution pattern's third layer."""
+        signals = dict(self.db.context_signals or {})
+        signals["token_pressure"] = token_pressure_level(self.context_usage().usage)
+        signals["recent_errors"] = self.ndb.consecutive_errors or 0
+        if event and event.get("type") in COMMUNICATION_EVENTS:
+            signals["event_class"] = "communication"
+        return signals

@@ -71,6 +71,16 @@ def model_string(value):
     check_model(value)
 
 
+def context_overrides(value):
+    """Accept per-context overrides: context type -> {ContextConfig field: value}."""
+    from .prompt_contexts import check_context_overrides
+
+    try:
+        check_context_overrides(value)
+    except ConfigError as err:
+        raise ValueError(str(err)) from err
+
+
 EXECUTION_CONFIG_CHECKS = {
     "multi_action_enabled": boolean,
     "max_iterations_per_tick": int_range(1, 10),
@@ -139,6 +149,9 @@ SCRIPT_CONFIG = {
         execution_config,
         "Layer-1 execution limits of the ReAct loop",
     ),
+    "context_overrides": Option(
+        {}, context_overrides, "Per-context changes to the context types (see docs/context.md)"
+    ),
     "sleep_after_idle_ticks": Option(
         60, int_range(0), "Fall asleep after this many ticks without events (0: never)"
     ),
@@ -155,6 +168,7 @@ AI_SETTINGS = {
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
     "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
+    "AI_CONTEXT_OVERRIDES": ({}, "Server-wide changes to the context types (see docs/context.md)"),
 }
 
 

@@ -18,7 +18,6 @@ from .litellm_loader import load_litellm
 from .offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .utils.message_format import sendable
-from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 
@@ -192,81 +191,3 @@ def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries
             f"{retries} in {delay:g}s: {detail}"
         )
         yield deferLater(reactor, delay, lambda: None)
-
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are {name}, an assistant who lives in this game world and helps its players. "
-    "You are in {location}. Present: {present}. Answer the player who spoke, briefly and "
-    "in character. Several players share you: keep track of who said what, and use what "
-    "they told you earlier."
-)
-
-
-def render_event(event):
-    """Return the user-message text of a queued event."""
-    speaker = event.get("speaker_name") or "Someone"
-    if event.get("type") == "arrival":
-        return f"{speaker} arrives."
-    return f"{speaker} says: {event.get('text', '')}"
-
-
-def build_system_message(script, character):
-    """Return the system message that frames every awake call."""
-    location = character.location
-    present = (
-        [obj.key for obj in location.contents_get(exclude=character, content_type="character")]
-        if location
-        else []
-    )
-    content = DEFAULT_SYSTEM_PROMPT.format(
-        name=character.key,
-        location=location.key if location else "nowhere",
-        present=", ".join(present) or "nobody",
-    )
-    return {"role": "system", "content": content}
-
-
-def build_llm_messages(script, character):
-    """Return what an awake call sends: the system message, then the live history."""
-    return [build_system_message(script, character)] + script.conversation_history
-
-
-@dataclass
-class ContextUsage:
-    """How full the context of the next call is.
-
-    Attributes:
-        total_tokens (int): Tokens the next call would send (all prompt parts).
-        history_tokens (int): The live history's share of ``total_tokens``.
-        max_tokens (int): The context limit compared against.
-        message_count (int): Live messages in history.
-    """
-
-    total_tokens: int
-    history_tokens: int
-    max_tokens: int
-    message_count: int
-
-    @property
-    def usage(self):
-        """Fraction of the limit that the next call uses."""
-        return self.total_tokens / self.max_tokens if self.max_tokens else 0.0
-
-    @property
-    def history_usage(self):
-        """Fraction of the limit that history alone uses."""
-        return self.history_tokens / self.max_tokens if self.max_tokens else 0.0
-
-
-def measure_context(script, character):
-    """Measure the next call's context in O(1): stored history totals plus the frame."""
-    model = resolve_model(script)
-    history_tokens, message_count = script.history.totals()
-    frame_tokens = count_message_tokens(build_system_message(script, character), model)
-    total = frame_tokens + history_tokens + (REPLY_PRIMING_TOKENS if message_count else 0)
-    return ContextUsage(
-        total_tokens=total,
-        history_tokens=history_tokens,
-        max_tokens=context_window(script),
-        message_count=message_count,
-    )

@@ -109,7 +109,7 @@ def print_header(script):
 def reply_of(result):
     """Return what the assistant said in a tick, or a description of why it said nothing."""
     if result.get("status") == "replied":
-        return result["llm"].content or "(no words)"
+        return result["reply"]
     return f"(no reply: {result.get('status')} {result.get('error', '')})".rstrip()
 
 

@@ -3,8 +3,10 @@
 The pending event arrives as the last user message, written as ``<speaker> says: <words>``
 (see ``ai.llm_interaction.render_event``). A question is answered from the best-matching
 earlier line of the conversation; a greeting is returned; anything else is acknowledged.
-When a speaking tool is offered, the reply goes through it and the turn then ends with
-``noop`` (or plain text if ``noop`` is not offered).
+When a speaking tool is offered, the reply goes through it. When journal tools are offered,
+a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
+a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
+Once it has spoken, the engine ends the turn with ``noop`` (or plain text without it).
 """
 
 import hashlib
@@ -17,6 +19,8 @@ from .text_tools import is_question, keywords, words
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 _EVENT_LINE = re.compile(r"^(?P<speaker>.+?) (?:says|asks|tells you|whispers)[,:]\s*(?P<text>.*)$")
 _GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
+_WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
+_FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
 
 
 @dataclass
@@ -52,29 +56,40 @@ def make_tool_call(name, arguments, salt):
     }
 
 
-def _earlier_lines(messages):
-    """Yield ``(speaker, text)`` for every line said before the pending event."""
+def _earlier_lines(messages, role):
+    """Yield ``(speaker, text)`` for the lines of ``role`` before the pending event.
+
+    System lines (summaries, profiles) are read line by line; the first system message,
+    the instructions, is skipped.
+    """
     for message in messages[:-1]:
-        if message.get("role") == "user":
-            speaker, text = parse_event(message.get("content"))
-            yield speaker, text
-        elif message.get("role") == "system" and message is not messages[0]:
+        if message.get("role") != role:
+            continue
+        if role == "user":
+            yield parse_event(message.get("content"))
+        elif message is not messages[0]:
             for line in (message.get("content") or "").splitlines():
                 if line.strip():
                     yield None, line.strip()
 
 
 def best_recollection(question, messages):
-    """Return ``(speaker, text)`` of the earlier line that shares most words with ``question``."""
+    """Return ``(speaker, text)`` of the earlier line sharing most words with ``question``.
+
+    What was said in the conversation wins over system lines, which are the fallback.
+    """
     wanted = keywords(question)
-    best, best_score = None, 0
-    for speaker, text in _earlier_lines(messages):
-        if is_question(text):
-            continue
-        score = len(wanted & keywords(text))
-        if score >= best_score and score > 0:
-            best, best_score = (speaker, text), score
-    return best
+    for role in ("user", "system"):
+        best, best_score = None, 0
+        for speaker, text in _earlier_lines(messages, role):
+            if is_question(text):
+                continue
+            score = len(wanted & keywords(text))
+            if score >= best_score and score > 0:
+                best, best_score = (speaker, text), score
+        if best:
+            return best
+    return None
 
 
 def compose_reply(speaker, text, messages):
@@ -93,6 +108,38 @@ def compose_reply(speaker, text, messages):
     if set(words(text)[:2]) & _GREETINGS:
         return f"Hello, {who}! How can I help?"
     return f"Understood, {who}. I'll keep that in mind: {text}"
+
+
+def is_fact(text):
+    """Tell whether a line is a statement worth journaling (not a question or a greeting)."""
+    if is_question(text) or set(words(text)[:2]) & _GREETINGS:
+        return False
+    return len(keywords(text)) >= 3
+
+
+def fact_calls(speaker, text, names, salt):
+    """Return the journaling tool calls for a fact ``speaker`` stated, as far as offered."""
+    calls = []
+    if "add_journal_entry" in names:
+        said = words(text)
+        importance = 7 if _WEIGHTY & set(said) or any(w.isdigit() for w in said) else 5
+        tags = [speaker.lower()] if speaker else []
+        tags += sorted(keywords(text) - {speaker.lower() if speaker else ""})[:3]
+        entry = {
+            "content": f"{speaker or 'Someone'} said: {text}",
+            "importance": importance,
+            "tags": tags,
+        }
+        calls.append(make_tool_call("add_journal_entry", entry, salt))
+    if (
+        "update_entity_observation" in names
+        and speaker
+        and words(text)[:1]
+        and (words(text)[0] in _FIRST_PERSON)
+    ):
+        observation = {"entity": speaker, "observation": text}
+        calls.append(make_tool_call("update_entity_observation", observation, salt))
+    return calls
 
 
 def _last_user_index(messages):
@@ -128,7 +175,9 @@ def respond(messages, tools=None):
         for call in message.get("tool_calls") or ()
     )
     if not already_spoke:
-        return Reply(tool_calls=[make_tool_call(speak_tool, {"message": reply_text}, last_user)])
+        calls = fact_calls(speaker, text, names, last_user) if is_fact(text) else []
+        calls.append(make_tool_call(speak_tool, {"message": reply_text}, last_user))
+        return Reply(tool_calls=calls)
     if "noop" in names:
         return Reply(tool_calls=[make_tool_call("noop", {}, len(messages))])
     return Reply(content="")

@@ -4,6 +4,7 @@ The suite does not start the reactor; ``wait_for`` starts its thread pool and it
 it, so ``deferToThread`` and ``callLater`` run for real, as in the server.
 """
 
+import json
 import threading
 import time
 
@@ -62,8 +63,9 @@ class AssistantTestCase(BaseEvenniaTest):
 class ScriptedLLM:
     """A litellm custom provider for tests: each call plays the next scripted step.
 
-    A step is an exception instance (raised), a number (seconds to sleep, then answer), or
-    a string (answered as text). The LLM boundary is the only thing tests replace.
+    A step is an exception instance (raised), a number (seconds to sleep, then answer), a
+    string (answered as text), or a list of ``(tool name, arguments dict)`` (answered with
+    those tool calls). The LLM boundary is the only thing tests replace.
     """
 
     def __init__(self, *steps, provider="scripted"):
@@ -94,7 +96,22 @@ class ScriptedLLM:
         if isinstance(step, (int, float)):
             time.sleep(step)
             step = "late answer"
-        model_response.choices[0].message.content = step
+        message = model_response.choices[0].message
+        if isinstance(step, list):
+            from litellm.types.utils import ChatCompletionMessageToolCall, Function
+
+            message.content = None
+            message.tool_calls = [
+                ChatCompletionMessageToolCall(
+                    id=f"call_{len(self.calls)}_{index}",
+                    type="function",
+                    function=Function(name=name, arguments=json.dumps(arguments)),
+                )
+                for index, (name, arguments) in enumerate(step)
+            ]
+            model_response.choices[0].finish_reason = "tool_calls"
+        else:
+            message.content = step
         return model_response
 
     def __enter__(self):

@@ -48,7 +48,7 @@ class TestLLMFailureInTick(AssistantTestCase):
     def test_a_failed_model_call_keeps_the_event_and_tells_the_room(self):
         self.char1.execute_cmd("say hello")
         failed = LLMResult(ok=False, error_kind="timeout", error="no answer within 60s")
-        with patch("ai.assistant_script.call_llm", return_value=defer.succeed(failed)):
+        with patch("ai.tool_execution.call_llm", return_value=defer.succeed(failed)):
             with patch.object(self.char1, "msg") as char1_msg:
                 result = self.tick()
         self.assertEqual(result["status"], "llm_error")

@@ -1,0 +1,112 @@
+"""The assistant's journal: ``character.db.journal = {"entries": [...], ...}``.
+
+Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_type``,
+``importance`` (1-10) and ``tags``, plus ``source_message_ids`` naming the history messages
+an entry came from. Each write is bounded in size.
+"""
+
+import re
+
+from django.utils import timezone
+from evennia.utils.dbserialize import deserialize
+
+MAX_ENTRY_CHARS = 2000
+_WORD = re.compile(r"\w+")
+# Words this short ("a", "of", "is") would match nearly every entry.
+_MIN_WORD = 3
+
+
+def get_journal(character):
+    """Return a plain copy of the character's journal dict (empty if it has none)."""
+    journal = deserialize(character.db.journal) or {}
+    journal.setdefault("entries", [])
+    journal.setdefault("consolidated_entry_ids", [])
+    return journal
+
+
+def journal_entries(character):
+    """Return the journal's entries as a plain list (oldest first)."""
+    return get_journal(character)["entries"]
+
+
+def add_entry(
+    character,
+    content,
+    source_type,
+    importance=5,
+    tags=(),
+    entry_id=None,
+    source_message_ids=(),
+):
+    """Append one entry to the journal and return it.
+
+    Args:
+        character (AssistantCharacter): Whose journal.
+        content (str): The entry's text (at most ``MAX_ENTRY_CHARS`` characters).
+        source_type (str): Where it came from (``conversation``, ``compaction``, ...).
+        importance (int): 1 (trivial) to 10 (vital).
+        tags (iterable): Short labels.
+        entry_id (str, optional): The id; ``journal_<timestamp>_<n>`` by default.
+        source_message_ids (iterable): Ids of the history messages it came from.
+
+    Raises:
+        ValueError: for empty or oversized content or an importance out of range.
+    """
+    content = (content or "").strip()
+    if not content:
+        raise ValueError("a journal entry needs content")
+    if len(content) > MAX_ENTRY_CHARS:
+        raise ValueError(f"a journal entry is at most {MAX_ENTRY_CHARS} characters")
+    if not isinstance(importance, int) or isinstance(importance, bool) or not 1 <= importance <= 10:
+        raise ValueError("importance must be a whole number from 1 to 10")
+    now = timezone.now()
+    journal = get_journal(character)
+    entries = journal["entries"]
+    entry = {
+        "id": entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}_{len(entries) + 1}",
+        "timestamp": now.isoformat(),
+        "content": content,
+        "source_type": source_type,
+        "importance": importance,
+        "tags": list(tags),
+        "source_message_ids": list(source_message_ids),
+    }
+    entries.append(entry)
+    character.db.journal = journal
+    return entry
+
+
+def _words(text):
+    return {word for word in _WORD.findall(text.lower()) if len(word) >= _MIN_WORD}
+
+
+def search_entries(character, query=None, limit=5, exclude_sources=()):
+    """Return up to ``limit`` journal entries, best first.
+
+    Args:
+        character (AssistantCharacter): Whose journal.
+        query (str, optional): Without one, the newest entries come first. With one, entries
+            that contain it or share words with it, ranked by shared words, importance, then
+            recency.
+        limit (int): How many entries at most.
+        exclude_sources (iterable): History message ids; an entry drawn only from these
+            (e.g. messages still in the live history) is left out.
+
+    Returns:
+        list: The entries.
+    """
+    excluded = set(exclude_sources)
+    ranked = []
+    for position, entry in enumerate(journal_entries(character)):
+        sources = set(entry.get("source_message_ids") or ())
+        if sources and sources <= excluded:
+            continue
+        if not (query and query.strip()):
+            ranked.append(((position,), entry))
+            continue
+        text = " ".join([entry["content"], *entry.get("tags", ())]).lower()
+        score = len(_words(query) & _words(text)) + (query.strip().lower() in text)
+        if score:
+            ranked.append(((score, entry.get("importance", 0), position), entry))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    return [entry for _, entry in ranked[:limit]]

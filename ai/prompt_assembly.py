@@ -1,0 +1,246 @@
+"""Assembling a context type's components into the messages of one call, within a budget.
+
+Non-history components are rendered first. If they alone exceed the budget, the
+lowest-priority ones shrink first (pluggable components, then the context buffer, memories,
+entity context, goals, character context, tool result); the system prompt and the pending
+event never shrink. History then fills what is left, newest first, in whole units: an
+assistant message that calls tools always travels with the tool results that answer it.
+Everything cut is recorded in the result.
+"""
+
+from dataclasses import dataclass, field
+
+from .prompt_components import (
+    COMPONENT_CONVERSATION_HISTORY,
+    STATIC_IDS,
+    all_components,
+    pluggable_renderer,
+)
+from .prompt_rendering import RENDERERS, PromptState
+from .utils.message_format import sendable
+from .utils.token_counter import (
+    REPLY_PRIMING_TOKENS,
+    count_message_tokens,
+    count_tokens,
+    count_tools_tokens,
+)
+
+# Shrunk first to last; keys not listed (system_prompt, pending_event) never shrink.
+SHRINK_ORDER = (
+    "context_buffer",
+    "semantic_memories",
+    "entity_context",
+    "goals",
+    "character_context",
+    "tool_result",
+)
+TRUNCATION_MARK = " [...]"
+
+
+@dataclass
+class AssembledPrompt:
+    """The messages of one call and how they were fitted into the budget.
+
+    Attributes:
+        messages (list): What to send, in component order.
+        total_tokens (int): Tokens of the messages and the tool schemas.
+        budget (int): The token budget of the call.
+        components (dict): Component key -> tokens it contributed.
+        history_included (int): Live history messages sent.
+        history_omitted (int): Live history messages left out (oldest first).
+        cuts (list): One dict per shrunk or dropped part: ``component``, ``how``, ``tokens``.
+    """
+
+    messages: list
+    total_tokens: int
+    budget: int
+    components: dict = field(default_factory=dict)
+    history_included: int = 0
+    history_omitted: int = 0
+    cuts: list = field(default_factory=list)
+
+
+def history_units(history):
+    """Group history into units that must stay whole: a tool-calling message and its results."""
+    units, index = [], 0
+    while index < len(history):
+        message = history[index]
+        unit = [message]
+        call_ids = {call["id"] for call in message.get("tool_calls") or ()}
+        index += 1
+        while call_ids and index < len(history) and history[index].get("role") == "tool":
+            if history[index].get("tool_call_id") not in call_ids:
+                break
+            unit.append(history[index])
+            index += 1
+        units.append(unit)
+    return units
+
+
+def select_history(history, budget, model):
+    """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order."""
+    chosen, used = [], 0
+    for unit in reversed(history_units(history)):
+        cost = sum(
+            m["token_count"] if m.get("token_count") is not None else count_message_tokens(m, model)
+            for m in unit
+        )
+        if used + cost > budget:
+            break
+        chosen[:0] = unit
+        used += cost
+    return chosen, used
+
+
+def _component_text(component, state, config):
+    override = config.get_component_content_override(component.key)
+    if override is not None:
+        return override.format_map(_Defaulting(state.fields()))
+    if component.is_static:
+        renderer = RENDERERS.get(component.key)
+        if renderer is None:
+            return component.content.format_map(_Defaulting(state.fields()))
+        return renderer(state)
+    renderer = pluggable_renderer(component.id)
+    if renderer is not None:
+        return renderer(state)
+    return component.content.format_map(_Defaulting(state.fields()))
+
+
+class _Defaulting(dict):
+    """Leave unknown ``{placeholders}`` in a template as they are."""
+
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def _included(component, enabled_ids):
+    """A pluggable component joins the contexts that list it or the static one before it."""
+    if component.id in enabled_ids or component.is_static:
+        return component.id in enabled_ids
+    preceding_static = max(i for i in STATIC_IDS if i < component.id)
+    return preceding_static in enabled_ids
+
+
+def _shrink(parts, excess, model, cuts):
+    """Shrink parts (lowest priority first) until ``excess`` tokens are gone; return the rest."""
+    order = [p for p in parts if not p["static"]] + sorted(
+        (p for p in parts if p["static"] and p["key"] in SHRINK_ORDER),
+        key=lambda p: SHRINK_ORDER.index(p["key"]),
+    )
+    for part in order:
+        if excess <= 0:
+            break
+        text_tokens = count_tokens(part["message"]["content"], model)
+        if text_tokens - excess > 20:
+            keep = text_tokens - excess
+            text = part["message"]["content"]
+            part["message"]["content"] = text[: max(1, len(text) * keep // text_tokens)] + (
+                TRUNCATION_MARK
+            )
+            how = "truncated"
+        else:
+            part["message"] = None
+            how = "dropped"
+        before = part["tokens"]
+        part["tokens"] = count_message_tokens(part["message"], model) if part["message"] else 0
+        excess -= before - part["tokens"]
+        cuts.append({"component": part["key"], "how": how, "tokens": before - part["tokens"]})
+    return excess
+
+
+def assemble_prompt(
+    script,
+    character,
+    config,
+    model,
+    budget,
+    history,
+    event=None,
+    tool_result=None,
+    tools=None,
+    memories=(),
+):
+    """Build the messages of one call of context type ``config`` within ``budget`` tokens.
+
+    Args:
+        script (AssistantScript): The assistant's script.
+        character (AssistantCharacter): The assistant.
+        config (ContextConfig): The context type.
+        model (str): The model whose tokenizer counts.
+        budget (int): Tokens the whole call may use.
+        history (list): The live history (stored messages with their token counts).
+        event (dict, optional): The pending event.
+        tool_result (str, optional): The previous tool's outcome.
+        tools (list, optional): Tool schemas that will be sent with the call.
+        memories (iterable): Recalled long-term facts.
+
+    Returns:
+        AssembledPrompt: The messages and what was cut to fit.
+    """
+    live_ids = {message["id"] for message in history if "id" in message}
+    state = PromptState(script, character, config, event, tool_result, list(memories), live_ids)
+    enabled = set(config.enabled_components)
+    with_history = COMPONENT_CONVERSATION_HISTORY in enabled
+    parts, cuts = [], []
+    for component in all_components():
+        if component.id == COMPONENT_CONVERSATION_HISTORY or not _included(component, enabled):
+            continue
+        if component.key == "tool_result" and with_history:
+            continue  # the result is already in history as a tool message
+        text = _component_text(component, state, config)
+        if not text:
+            continue
+        role = "system" if component.role in ("system", "mixed") else component.role
+        if component.key == "pending_event" and event and event.get("in_history"):
+            role = "system"
+        message = {"role": role, "content": text}
+        parts.append(
+            {
+                "id": component.id,
+                "key": component.key,
+                "static": component.is_static,
+                "message": message,
+                "tokens": count_message_tokens(message, model),
+            }
+        )
+    fixed = sum(p["tokens"] for p in parts) + count_tools_tokens(tools, model)
+    fixed += REPLY_PRIMING_TOKENS
+    if fixed > budget:
+        excess = _shrink(parts, fixed - budget, model, cuts)
+        fixed = budget + max(excess, 0)
+    chosen, history_tokens, omitted = [], 0, 0
+    if with_history:
+        chosen, history_tokens = select_history(history, max(budget - fixed, 0), model)
+        omitted = len(history) - len(chosen)
+        if omitted:
+            cuts.append(
+                {
+                    "component": "conversation_history",
+                    "how": f"oldest {omitted} messages omitted",
+                    "tokens": sum(m.get("token_count") or 0 for m in history[:omitted]),
+                }
+            )
+        parts.append(
+            {
+                "id": COMPONENT_CONVERSATION_HISTORY,
+                "key": "conversation_history",
+                "messages": [sendable(m) for m in chosen],
+                "tokens": history_tokens,
+            }
+        )
+    messages, components = [], {}
+    for part in sorted(parts, key=lambda p: p["id"]):
+        sent = part["messages"] if "messages" in part else [part["message"]]
+        if any(sent):
+            messages.extend(m for m in sent if m)
+            components[part["key"]] = part["tokens"]
+    return AssembledPrompt(
+        messages=messages,
+        total_tokens=fixed + history_tokens,
+        budget=budget,
+        components=components,
+        history_included=len(chosen),
+        history_omitted=omitted,
+        cuts=cuts,
+    )

@@ -1,0 +1,511 @@
+"""Context types: what each kind of LLM call sees and how it may act (seed 004).
+
+Each context type names the prompt components it assembles, the tools it offers and its
+execution limits. ``select_execution_pattern`` composes those limits in three layers (the
+script's static ``execution_config``, the context, a runtime assessment), each of which
+may only tighten what the layer before allowed.
+"""
+
+from copy import deepcopy
+from dataclasses import dataclass, field, fields
+
+from django.conf import settings
+
+from .config import ConfigError, boolean, check_value, default_value, int_range, optional, text
+from .prompt_components import (
+    COMPONENT_CHARACTER_CONTEXT,
+    COMPONENT_CONTEXT_BUFFER,
+    COMPONENT_CONVERSATION_HISTORY,
+    COMPONENT_ENTITY_CONTEXT,
+    COMPONENT_GOALS,
+    COMPONENT_PENDING_EVENT,
+    COMPONENT_SEMANTIC_MEMORIES,
+    COMPONENT_SYSTEM_PROMPT,
+    COMPONENT_TOOL_RESULT,
+    MAX_COMPONENT_ID,
+)
+
+CONTEXT_TICK_EVENT = "tick_event"
+CONTEXT_TICK_AUTONOMOUS = "tick_autonomous"
+CONTEXT_REFLECTION = "reflection"
+CONTEXT_REFLECTION_CONT = "reflection_cont"
+CONTEXT_SLEEP_CONSOLIDATE = "sleep_consolidate"
+CONTEXT_GOAL_DECOMPOSE = "goal_decompose"
+CONTEXT_PRE_COMPACTION = "pre_compaction"
+
+REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal"]
+SLEEP_TOOLS = ["noop", "add_journal_entry", "review_journal", "recall_memories", "store_memory"]
+PRE_COMPACTION_TOOLS = ["noop", "add_journal_entry", "update_entity_observation"]
+
+# Most restrictive first: a layer may only move a mode towards the front.
+EXECUTION_MODES = ("single_action", "react_loop", "plan_execute")
+MAX_ITERATIONS = 10
+
+# Share of the context window in use from which token pressure is reported.
+TOKEN_PRESSURE_HIGH = 0.6
+TOKEN_PRESSURE_CRITICAL = 0.8
+
+SETTINGS_OVERRIDES = "AI_CONTEXT_OVERRIDES"
+SCRIPT_OVERRIDES = "context_overrides"
+
+_FULL_COMPONENTS = [
+    COMPONENT_SYSTEM_PROMPT,
+    COMPONENT_CHARACTER_CONTEXT,
+    COMPONENT_ENTITY_CONTEXT,
+    COMPONENT_SEMANTIC_MEMORIES,
+    COMPONENT_CONTEXT_BUFFER,
+    COMPONENT_GOALS,
+    COMPONENT_CONVERSATION_HISTORY,
+    COMPONENT_PENDING_EVENT,
+    COMPONENT_TOOL_RESULT,
+]
+
+REFLECTION_PROMPT = """You are pausing to reflect on your own recent work.
+
+Read the event below and reread your journal with review_journal if it helps. Ask yourself:
+- Which patterns keep coming back?
+- Which approaches served you well?
+- Which mistakes do you keep making?
+- What will you do differently from now on?
+
+Record each insight with add_journal_entry. Call noop when you have nothing more to add."""
+
+REFLECTION_CONT_PROMPT = """You are in the middle of a reflection.
+
+The result of your last journal tool is below. If it prompts a further insight, record it
+with add_journal_entry; otherwise call noop to finish the reflection."""
+
+SLEEP_CONSOLIDATE_PROMPT = """You are asleep and consolidating your long-term memory.
+
+The memories below were retrieved from storage. Merge those that repeat each other, note
+those that contradict each other, and distil the lessons worth keeping. Use recall_memories
+to look up related facts, store_memory to keep a consolidated fact, and add_journal_entry
+for an insight about yourself. Call noop when nothing is left to consolidate."""
+
+GOAL_DECOMPOSE_PROMPT = """Break the goal below into a short, ordered list of sub-goals.
+
+Each sub-goal must be concrete, reachable in a few actions and have a clear sign that it
+is done. Answer with the list alone; no tools are available here."""
+
+DEFAULT_PRE_COMPACTION_PROMPT = """The older part of this conversation is about to be \
+summarised, and its details will be lost.
+
+Read the conversation below and save every fact worth keeping: names, numbers, places,
+promises, decisions and open tasks, each with who said it. Call add_journal_entry once per
+fact. For a fact about a particular person, call update_entity_observation as well. When
+nothing is left to save, call noop."""
+
+
+@dataclass
+class ContextConfig:
+    """One context type: the components it assembles, its tools and its execution limits.
+
+    Attributes:
+        context_type (str): The type's name, e.g. ``"tick_event"``.
+        name (str): Display name.
+        description (str): What calls of this type are for.
+        enabled_components (list): IDs of the prompt components to assemble.
+        component_overrides (dict): Component key -> ``{"content": str}`` replacing its text.
+        tool_filter (list or None): Names of the tools offered; None offers all, [] none.
+        token_budget (int or None): Token budget of one call; None uses the context window.
+        execution_mode (str): One of ``EXECUTION_MODES``.
+        max_iterations (int): LLM calls one run may make (1 to 10).
+        allowed_tool_categories (list or None): Tool categories allowed; None allows all.
+        terminal_ends_loop (bool): Whether a terminal tool ends the loop.
+        dangerous_requires_confirm (bool): Whether a dangerous tool needs confirmation.
+        allows_multi_tool (bool): Whether more than one tool call may run per turn.
+        allows_sub_agents (bool): Whether work may be delegated to sub-agents.
+        records_history (bool): Whether the loop's messages join the conversation history.
+    """
+
+    context_type: str
+    name: str
+    description: str
+    enabled_components: list
+    component_overrides: dict = field(default_factory=dict)
+    tool_filter: list | None = None
+    token_budget: int | None = None
+    execution_mode: str = "react_loop"
+    max_iterations: int = 5
+    allowed_tool_categories: list | None = None
+    terminal_ends_loop: bool = True
+    dangerous_requires_confirm: bool = False
+    allows_multi_tool: bool = True
+    allows_sub_agents: bool = False
+    records_history: bool = False
+
+    def get_component_content_override(self, component_key):
+        """Return the content replacing component ``component_key``'s text, or None."""
+        override = self.component_overrides.get(component_key)
+        return override.get("content") if isinstance(override, dict) else None
+
+
+def _system_prompt(content):
+    return {"system_prompt": {"content": content}}
+
+
+DEFAULT_CONTEXT_CONFIGS = {
+    CONTEXT_TICK_EVENT: ContextConfig(
+        context_type=CONTEXT_TICK_EVENT,
+        name="Event tick",
+        description="Respond to the pending event with the full context and every tool",
+        enabled_components=list(_FULL_COMPONENTS),
+        allows_sub_agents=True,
+        records_history=True,
+    ),
+    CONTEXT_TICK_AUTONOMOUS: ContextConfig(
+        context_type=CONTEXT_TICK_AUTONOMOUS,
+        name="Autonomous tick",
+        description="Pursue the active goals when no event is waiting",
+        enabled_components=list(_FULL_COMPONENTS),
+        dangerous_requires_confirm=True,
+        allows_sub_agents=True,
+        records_history=True,
+    ),
+    CONTEXT_REFLECTION: ContextConfig(
+        context_type=CONTEXT_REFLECTION,
+        name="Reflection",
+        description="Review recent work and journal the insights",
+        enabled_components=[
+            COMPONENT_SYSTEM_PROMPT,
+            COMPONENT_PENDING_EVENT,
+            COMPONENT_TOOL_RESULT,
+        ],
+        component_overrides=_system_prompt(REFLECTION_PROMPT),
+        tool_filter=list(REFLECTION_TOOLS),
+        max_iterations=3,
+        allowed_tool_categories=["journal", "safe", "terminal"],
+    ),
+    CONTEXT_REFLECTION_CONT: ContextConfig(
+        context_type=CONTEXT_REFLECTION_CONT,
+        name="Reflection, continued",
+        description="Act on the result of a reflection tool",
+        enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_TOOL_RESULT],
+        component_overrides=_system_prompt(REFLECTION_CONT_PROMPT),
+        tool_filter=list(REFLECTION_TOOLS),
+        max_iterations=2,
+        allowed_tool_categories=["journal", "safe", "terminal"],
+    ),
+    CONTEXT_SLEEP_CONSOLIDATE: ContextConfig(
+        context_type=CONTEXT_SLEEP_CONSOLIDATE,
+        name="Sleep consolidation",
+        description="Merge and distil long-term memories during sleep",
+        enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_SEMANTIC_MEMORIES],
+        component_overrides=_system_prompt(SLEEP_CONSOLIDATE_PROMPT),
+        tool_filter=list(SLEEP_TOOLS),
+        max_iterations=10,
+        allowed_tool_categories=["memory", "journal", "safe", "terminal"],
+    ),
+    CONTEXT_GOAL_DECOMPOSE: ContextConfig(
+        context_type=CONTEXT_GOAL_DECOMPOSE,
+        name="Goal decomposition",
+        description="Break a goal into concrete sub-goals",
+        enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_GOALS, COMPONENT_PENDING_EVENT],
+        component_overrides=_system_prompt(GOAL_DECOMPOSE_PROMPT),
+        tool_filter=[],
+        execution_mode="single_action",
+        max_iterations=1,
+        allows_multi_tool=False,
+    ),
+    CONTEXT_PRE_COMPACTION: ContextConfig(
+        context_type=CONTEXT_PRE_COMPACTION,
+        name="Pre-compaction extraction",
+        description="Journal the facts of the conversation before it is summarised",
+        enabled_components=[
+            COMPONENT_SYSTEM_PROMPT,
+            COMPONENT_CONVERSATION_HISTORY,
+            COMPONENT_PENDING_EVENT,
+            COMPONENT_TOOL_RESULT,
+        ],
+        component_overrides=_system_prompt(DEFAULT_PRE_COMPACTION_PROMPT),
+        tool_filter=list(PRE_COMPACTION_TOOLS),
+        allowed_tool_categories=["journal", "safe", "terminal"],
+        records_history=True,
+    ),
+}
+
+
+# overrides --------------------------------------------------------------------------------
+
+
+def _string_list(value):
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError("must be a list of non-empty strings")
+
+
+def _component_ids(value):
+    if not isinstance(value, list) or not all(
+        isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= MAX_COMPONENT_ID
+        for item in value
+    ):
+        raise ValueError(f"must be a list of component IDs from 0 to {MAX_COMPONENT_ID}")
+
+
+def _tool_categories(value):
+    # Imported here: the tools package may come to import this module.
+    from .tools.base import TOOL_CATEGORIES
+
+    if not isinstance(value, list) or not set(value) <= set(TOOL_CATEGORIES):
+        raise ValueError(f"must be a list of tool categories from {', '.join(TOOL_CATEGORIES)}")
+
+
+def _execution_mode(value):
+    if value not in EXECUTION_MODES:
+        raise ValueError(f"must be one of {', '.join(EXECUTION_MODES)}")
+
+
+def _content_override(key, override):
+    return (
+        isinstance(key, str)
+        and key
+        and isinstance(override, dict)
+        and set(override) == {"content"}
+        and isinstance(override["content"], str)
+        and override["content"].strip()
+    )
+
+
+def _content_overrides(value):
+    if not isinstance(value, dict) or not all(_content_override(*item) for item in value.items()):
+        raise ValueError("must map component keys to {'content': <non-empty string>}")
+
+
+# Every field but context_type, which names the entry being overridden.
+OVERRIDE_CHECKS = {
+    "name": text,
+    "description": text,
+    "enabled_components": _component_ids,
+    "component_overrides": _content_overrides,
+    "tool_filter": optional(_string_list),
+    "token_budget": optional(int_range(1)),
+    "execution_mode": _execution_mode,
+    "max_iterations": int_range(1, MAX_ITERATIONS),
+    "allowed_tool_categories": optional(_tool_categories),
+    "terminal_ends_loop": boolean,
+    "dangerous_requires_confirm": boolean,
+    "allows_multi_tool": boolean,
+    "allows_sub_agents": boolean,
+    "records_history": boolean,
+}
+
+
+def check_context_overrides(overrides, source=SCRIPT_OVERRIDES):
+    """Check a whole overrides mapping: context type -> {field: value}.
+
+    Args:
+        overrides (dict): The overrides, already deserialized.
+        source (str): Where they come from, named in refusals.
+
+    Raises:
+        ConfigError: naming the source, the context, the field and what is allowed.
+    """
+    known = ", ".join(DEFAULT_CONTEXT_CONFIGS)
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{source} must be a dict of context type -> {{field: value}}")
+    for context_type, values in overrides.items():
+        if context_type not in DEFAULT_CONTEXT_CONFIGS:
+            raise ConfigError(f"{source}: unknown context type {context_type!r}; known: {known}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}[{context_type!r}] must be a dict of field -> value")
+        for name, value in values.items():
+            if name not in OVERRIDE_CHECKS:
+                raise ConfigError(
+                    f"{source}[{context_type!r}]: unknown field {name!r}; "
+                    f"allowed: {', '.join(OVERRIDE_CHECKS)}"
+                )
+            try:
+                OVERRIDE_CHECKS[name](value)
+            except ValueError as err:
+                raise ConfigError(
+                    f"{source}[{context_type!r}][{name!r}]={value!r} refused: {err}"
+                ) from err
+
+
+def _apply(config, values):
+    for name, value in deepcopy(values).items():
+        if name == "component_overrides":
+            value = {**config.component_overrides, **value}
+        setattr(config, name, value)
+
+
+def get_context_config(context_type, script=None):
+    """Return a fresh copy of a context type's configuration, with overrides applied.
+
+    The ``AI_CONTEXT_OVERRIDES`` setting applies first, then the script's
+    ``context_overrides`` attribute; both map context type -> {field: value}. A
+    ``component_overrides`` value merges per component key into the current ones.
+
+    Args:
+        context_type (str): One of the ``CONTEXT_*`` names.
+        script (AssistantScript, optional): The assistant whose overrides apply.
+
+    Returns:
+        ContextConfig: A copy the caller may change freely.
+
+    Raises:
+        ConfigError: for an unknown context type or a refused override.
+    """
+    if context_type not in DEFAULT_CONTEXT_CONFIGS:
+        raise ConfigError(
+            f"unknown context type {context_type!r}; known: {', '.join(DEFAULT_CONTEXT_CONFIGS)}"
+        )
+    config = deepcopy(DEFAULT_CONTEXT_CONFIGS[context_type])
+    layers = [(SETTINGS_OVERRIDES, getattr(settings, SETTINGS_OVERRIDES, {}))]
+    if script is not None:
+        # Validated by the script: a bad stored value falls back to no overrides, logged.
+        layers.append((SCRIPT_OVERRIDES, script.get_config(SCRIPT_OVERRIDES)))
+    for source, overrides in layers:
+        if overrides is None:
+            continue
+        check_context_overrides(overrides, source)
+        _apply(config, overrides.get(context_type, {}))
+    return config
+
+
+# execution pattern ------------------------------------------------------------------------
+
+
+@dataclass
+class ExecutionPattern:
+    """The execution limits of one run, composed from three layers.
+
+    Attributes:
+        mode (str): One of ``EXECUTION_MODES``.
+        max_iterations (int): LLM calls the run may make.
+        allowed_categories (list or None): Tool categories allowed; None allows all.
+        terminal_ends_loop (bool): Whether a terminal tool ends the loop.
+        dangerous_requires_confirm (bool): Whether a dangerous tool needs confirmation.
+        multi_tool_enabled (bool): Whether more than one tool call may run per turn.
+        sub_agents_enabled (bool): Whether work may be delegated to sub-agents.
+        source_layers (dict): Field -> the layer that last tightened it: ``"static"``,
+            ``"context"``, ``"assessment"`` or ``"signal:<name>"``.
+    """
+
+    mode: str
+    max_iterations: int
+    allowed_categories: list | None
+    terminal_ends_loop: bool
+    dangerous_requires_confirm: bool
+    multi_tool_enabled: bool
+    sub_agents_enabled: bool
+    source_layers: dict = field(default_factory=dict)
+
+    def _set(self, name, value, layer):
+        setattr(self, name, value)
+        self.source_layers[name] = layer
+
+    def _cap_iterations(self, limit, layer):
+        if limit < self.max_iterations:
+            self._set("max_iterations", limit, layer)
+
+    def _restrict_mode(self, mode, layer):
+        if EXECUTION_MODES.index(mode) < EXECUTION_MODES.index(self.mode):
+            self._set("mode", mode, layer)
+            # single_action is one LLM call, whatever the other layers allowed.
+            if mode == "single_action":
+                self._cap_iterations(1, layer)
+
+    def _require_confirm(self, layer):
+        if not self.dangerous_requires_confirm:
+            self._set("dangerous_requires_confirm", True, layer)
+
+    def _disable(self, name, layer):
+        if getattr(self, name):
+            self._set(name, False, layer)
+
+
+def _positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _apply_signals(pattern, signals):
+    pressure = signals.get("token_pressure")
+    if pressure == "critical":
+        pattern._restrict_mode("single_action", "signal:token_pressure")
+    elif pressure == "high":
+        pattern._cap_iterations(2, "signal:token_pressure")
+    errors = signals.get("recent_errors")
+    if isinstance(errors, int) and not isinstance(errors, bool):
+        if errors >= 3:
+            pattern._restrict_mode("single_action", "signal:recent_errors")
+            pattern._require_confirm("signal:recent_errors")
+        elif errors >= 2:
+            pattern._cap_iterations(2, "signal:recent_errors")
+    event_class = signals.get("event_class")
+    if event_class == "communication":
+        pattern._restrict_mode("single_action", "signal:event_class")
+    elif event_class == "building":
+        pattern._require_confirm("signal:event_class")
+
+
+def select_execution_pattern(static_config, context_config, llm_assessment=None):
+    """Compose the execution pattern of one run; each layer may only tighten the last.
+
+    Args:
+        static_config (dict): Layer 1, the script's ``execution_config``; missing keys
+            take their defaults.
+        context_config (ContextConfig): Layer 2, the context type's limits.
+        llm_assessment (dict, optional): Layer 3: ``recommended_iterations``,
+            ``recommended_mode``, ``recommend_confirm_dangerous`` and ``context_signals``
+            (``token_pressure``, ``recent_errors``, ``event_class``). Values it cannot use
+            are ignored, so a bad assessment never widens anything.
+
+    Returns:
+        ExecutionPattern: The effective limits and the layer that set each.
+
+    Raises:
+        ConfigError: if ``static_config`` is not a valid ``execution_config``.
+    """
+    check_value("execution_config", static_config)
+    static = {**default_value("execution_config"), **static_config}
+    pattern = ExecutionPattern(
+        mode=EXECUTION_MODES[-1],
+        max_iterations=static["max_iterations_per_tick"],
+        allowed_categories=None,
+        terminal_ends_loop=context_config.terminal_ends_loop,
+        dangerous_requires_confirm=False,
+        multi_tool_enabled=True,
+        sub_agents_enabled=static["sub_agents_enabled"],
+    )
+    pattern.source_layers = {f.name: "static" for f in fields(pattern) if f.name != "source_layers"}
+    # Only the context says what a terminal tool does; it restricts nothing.
+    pattern.source_layers["terminal_ends_loop"] = "context"
+    if not static["multi_action_enabled"]:
+        pattern._restrict_mode("single_action", "static")
+
+    pattern._restrict_mode(context_config.execution_mode, "context")
+    pattern._cap_iterations(context_config.max_iterations, "context")
+    # The static layer allows every category, so the context's list is the restriction.
+    if context_config.allowed_tool_categories is not None:
+        pattern._set("allowed_categories", list(context_config.allowed_tool_categories), "context")
+    if context_config.dangerous_requires_confirm:
+        pattern._require_confirm("context")
+    if not context_config.allows_multi_tool:
+        pattern._disable("multi_tool_enabled", "context")
+    if not context_config.allows_sub_agents:
+        pattern._disable("sub_agents_enabled", "context")
+
+    assessment = llm_assessment if isinstance(llm_assessment, dict) else {}
+    if _positive_int(assessment.get("recommended_iterations")):
+        pattern._cap_iterations(assessment["recommended_iterations"], "assessment")
+    if assessment.get("recommended_mode") in EXECUTION_MODES:
+        pattern._restrict_mode(assessment["recommended_mode"], "assessment")
+    if assessment.get("recommend_confirm_dangerous") is True:
+        pattern._require_confirm("assessment")
+    signals = assessment.get("context_signals")
+    if isinstance(signals, dict):
+        _apply_signals(pattern, signals)
+    return pattern
+
+
+def token_pressure_level(usage_fraction):
+    """Return the ``token_pressure`` signal for a context usage fraction.
+
+    Returns:
+        str or None: ``"critical"`` from 0.8, ``"high"`` from 0.6, else None.
+    """
+    if usage_fraction >= TOKEN_PRESSURE_CRITICAL:
+        return "critical"
+    if usage_fraction >= TOKEN_PRESSURE_HIGH:
+        return "high"
+    return None

@@ -1,0 +1,137 @@
+"""The text of each static prompt component, rendered from live game state."""
+
+from dataclasses import dataclass, field
+
+from evennia.utils.dbserialize import deserialize
+
+from .helpers.journal import search_entries
+
+MAX_PROFILE_OBSERVATIONS = 5
+MAX_BUFFER_LINES = 10
+MAX_RECALLED_ENTRIES = 3
+
+
+@dataclass
+class PromptState:
+    """What a prompt is rendered from.
+
+    Attributes:
+        script (AssistantScript): The assistant's script.
+        character (AssistantCharacter): The assistant.
+        config (ContextConfig): The context type of this call.
+        event (dict): The pending event, if any.
+        tool_result (str): The previous tool's outcome, if any.
+        memories (list): Recalled long-term facts, if any.
+        live_ids (set): Ids of the history messages this call sends.
+    """
+
+    script: object
+    character: object
+    config: object
+    event: dict | None = None
+    tool_result: str | None = None
+    memories: list = field(default_factory=list)
+    live_ids: set = field(default_factory=set)
+
+    def fields(self):
+        """Return the values that component templates may use as ``{placeholders}``."""
+        location = self.character.location
+        return {
+            "name": self.character.key,
+            "location": location.key if location else "nowhere",
+            "mode": self.script.db.operating_mode,
+        }
+
+
+def render_event(event):
+    """Return the history text of a queued event: ``<speaker> says: <words>``."""
+    speaker = event.get("speaker_name") or "Someone"
+    if event.get("type") == "arrival":
+        return f"{speaker} arrives."
+    return f"{speaker} says: {event.get('text', '')}"
+
+
+def present_characters(character):
+    """Return the other characters in the assistant's room."""
+    location = character.location
+    if not location:
+        return []
+    return location.contents_get(exclude=character, content_type="character")
+
+
+def render_character_context(state):
+    character = state.character
+    lines = [f"You are {character.key}, currently {state.script.db.operating_mode}."]
+    description = character.db.desc
+    if description:
+        lines.append(f"Your description: {description}")
+    if character.location:
+        present = ", ".join(obj.key for obj in present_characters(character)) or "nobody"
+        lines.append(f"You are in {character.location.key}. Present: {present}.")
+    return "\n".join(lines)
+
+
+def render_entity_context(state):
+    profiles = deserialize(state.character.db.entity_profiles) or {}
+    lines = []
+    for obj in present_characters(state.character):
+        profile = profiles.get(obj.dbref)
+        if not profile:
+            continue
+        observed = [o["text"] for o in profile.get("observations", [])][-MAX_PROFILE_OBSERVATIONS:]
+        lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(observed))
+    return "What you know of those present:\n" + "\n".join(lines) if lines else ""
+
+
+def render_semantic_memories(state):
+    """Long-term facts, and journal entries relevant to the event that history no longer shows."""
+    recalled = list(state.memories)
+    event = state.event or {}
+    query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
+    if query:
+        entries = search_entries(
+            state.character, query, MAX_RECALLED_ENTRIES, exclude_sources=state.live_ids
+        )
+        recalled += [entry["content"] for entry in entries]
+    if not recalled:
+        return ""
+    return "Things you remember:\n" + "\n".join(f"- {memory}" for memory in recalled)
+
+
+def render_context_buffer(state):
+    heard = list(state.character.ndb.context_buffer or [])[-MAX_BUFFER_LINES:]
+    return "Recently around you:\n" + "\n".join(heard) if heard else ""
+
+
+def render_goals(state):
+    goals = deserialize(state.character.db.goals) or []
+    if not goals:
+        return ""
+    return "Your goals:\n" + "\n".join(f"- {goal}" for goal in goals)
+
+
+def render_pending_event(state):
+    event = state.event
+    if not event:
+        return ""
+    if event.get("instruction"):
+        return event["instruction"]
+    speaker = event.get("speaker_name") or "Someone"
+    if event.get("in_history"):
+        return f"Respond to what {speaker} just said (the last message above)."
+    return f"Handle this now: {speaker} ({event.get('type')}) said \"{event.get('text', '')}\"."
+
+
+def render_tool_result(state):
+    return f"Result of your last action: {state.tool_result}" if state.tool_result else ""
+
+
+RENDERERS = {
+    "character_context": render_character_context,
+    "entity_context": render_entity_context,
+    "semantic_memories": render_semantic_memories,
+    "context_buffer": render_context_buffer,
+    "goals": render_goals,
+    "pending_event": render_pending_event,
+    "tool_result": render_tool_result,
+}

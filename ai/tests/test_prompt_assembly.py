@@ -1,0 +1,195 @@
+"""Prompt components and their assembly: order, slots, overrides and budgets."""
+
+from unittest import TestCase
+
+from ai.prompt_assembly import assemble_prompt, history_units, select_history
+from ai.prompt_components import (
+    STATIC_COMPONENTS,
+    ComponentSlotError,
+    PromptComponent,
+    free_slot_after,
+    register_component,
+    unregister_component,
+)
+from ai.prompt_contexts import get_context_config
+
+from .support import AssistantTestCase
+
+MODEL = "offline/assistant"
+
+
+def tool_pair(call_id, text="x"):
+    call = {"id": call_id, "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call], "token_count": 20},
+        {"role": "tool", "tool_call_id": call_id, "content": text, "token_count": 10},
+    ]
+
+
+class TestStaticComponents(TestCase):
+    def test_nine_static_components_at_the_seed_ids(self):
+        self.assertEqual(
+            [(c.id, c.key) for c in STATIC_COMPONENTS],
+            [
+                (0, "system_prompt"),
+                (1000, "character_context"),
+                (1500, "entity_context"),
+                (2000, "semantic_memories"),
+                (3000, "context_buffer"),
+                (4000, "goals"),
+                (5000, "conversation_history"),
+                (6000, "pending_event"),
+                (7000, "tool_result"),
+            ],
+        )
+        self.assertTrue(all(c.is_static for c in STATIC_COMPONENTS))
+
+
+class TestPluggableSlots(TestCase):
+    def tearDown(self):
+        for key in ("weather", "weather2", "lore"):
+            try:
+                unregister_component(key)
+            except ComponentSlotError:
+                pass
+
+    def test_slots_between_static_ids(self):
+        self.assertEqual(free_slot_after("character_context"), 1001)
+        register_component(PromptComponent(1001, "weather", "Weather", "Sky", "It rains."))
+        self.assertEqual(free_slot_after("character_context"), 1002)
+
+    def test_refusals_name_the_problem(self):
+        register_component(PromptComponent(1001, "weather", "Weather", "Sky", "It rains."))
+        cases = [
+            (PromptComponent(1000, "lore", "L", "d"), "belongs to a static component"),
+            (PromptComponent(1001, "lore", "L", "d"), "ID 1001 is taken by 'weather'"),
+            (PromptComponent(9000, "lore", "L", "d"), "outside 1-7999"),
+            (PromptComponent(1002, "weather", "L", "d"), "key 'weather' is already registered"),
+        ]
+        for component, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(ComponentSlotError, message):
+                    register_component(component)
+        with self.assertRaisesRegex(ComponentSlotError, "no static component 'nope'"):
+            free_slot_after("nope")
+
+
+class TestAssembly(AssistantTestCase):
+    def assemble(self, context="tick_event", budget=100000, history=(), **kwargs):
+        config = get_context_config(context, self.script)
+        return assemble_prompt(
+            self.script, self.assistant, config, MODEL, budget, list(history), **kwargs
+        )
+
+    def test_components_come_in_id_order_and_empty_ones_add_nothing(self):
+        self.assistant.ndb.context_buffer = ["Char waves."]
+        event = {"type": "speech", "speaker_name": "Char", "text": "hi", "in_history": True}
+        prompt = self.assemble(history=[{"role": "user", "content": "Char says: hi"}], event=event)
+        self.assertEqual(
+            list(prompt.components),
+            [
+                "system_prompt",
+                "character_context",
+                "context_buffer",
+                "conversation_history",
+                "pending_event",
+            ],
+        )
+        self.assertIn("You are Helper", prompt.messages[0]["content"])
+        self.assertIn("Present: Char, Char2", prompt.messages[1]["content"])
+        self.assertEqual(prompt.messages[3], {"role": "user", "content": "Char says: hi"})
+        self.assertIn("Respond to what Char just said", prompt.messages[4]["content"])
+
+    def test_a_pluggable_component_lands_after_its_static_neighbour(self):
+        register_component(
+            PromptComponent(1001, "weather", "Weather", "Sky"),
+            render=lambda state: f"It rains on {state.character.key}.",
+        )
+        self.addCleanup(unregister_component, "weather")
+        prompt = self.assemble()
+        self.assertEqual(
+            list(prompt.components)[:3], ["system_prompt", "character_context", "weather"]
+        )
+        self.assertEqual(prompt.messages[2]["content"], "It rains on Helper.")
+        reflection = self.assemble("reflection_cont")
+        self.assertNotIn("weather", reflection.components)
+
+    def test_a_context_override_replaces_the_system_prompt(self):
+        prompt = self.assemble("pre_compaction")
+        config = get_context_config("pre_compaction", self.script)
+        self.assertEqual(
+            prompt.messages[0]["content"],
+            config.get_component_content_override("system_prompt").replace("{name}", "Helper"),
+        )
+
+    def test_history_is_loaded_newest_first_within_its_share(self):
+        history = [
+            {"role": "user", "content": f"Char says: line {i}", "token_count": 10}
+            for i in range(10)
+        ]
+        whole = self.assemble(history=history)
+        fixed = whole.total_tokens - 100
+        prompt = self.assemble(history=history, budget=fixed + 35)
+        self.assertEqual(prompt.history_included, 3)
+        self.assertEqual(prompt.history_omitted, 7)
+        self.assertEqual(prompt.messages[-1]["content"], "Char says: line 9")
+        self.assertLessEqual(prompt.total_tokens, prompt.budget)
+        self.assertEqual(prompt.cuts[-1]["how"], "oldest 7 messages omitted")
+
+    def test_a_tool_call_never_travels_without_its_results(self):
+        history = tool_pair("a") + [{"role": "user", "content": "u", "token_count": 5}]
+        history += tool_pair("b")
+        chosen, used = select_history(history, 34, MODEL)
+        self.assertEqual([m.get("tool_call_id") for m in chosen], [None, "b"])
+        self.assertEqual(used, 30)
+        chosen, used = select_history(history, 35, MODEL)
+        self.assertEqual([m["role"] for m in chosen], ["user", "assistant", "tool"])
+        chosen, _ = select_history(history, 29, MODEL)
+        self.assertEqual(chosen, [], "half a pair is never sent")
+        self.assertEqual([len(unit) for unit in history_units(history)], [2, 1, 2])
+
+    def test_low_priority_parts_shrink_first_and_cuts_are_recorded(self):
+        self.assistant.ndb.context_buffer = [f"Noise line {i} " * 20 for i in range(10)]
+        whole = self.assemble()
+        budget = whole.total_tokens - 200
+        prompt = self.assemble(budget=budget)
+        self.assertLessEqual(prompt.total_tokens, budget)
+        self.assertEqual(prompt.cuts[0]["component"], "context_buffer")
+        self.assertEqual(prompt.components["system_prompt"], whole.components["system_prompt"])
+        self.assertEqual(
+            prompt.components["character_context"], whole.components["character_context"]
+        )
+
+
+class TestLiveState(AssistantTestCase):
+    def assemble(self, history=(), event=None):
+        config = get_context_config("tick_event", self.script)
+        return assemble_prompt(
+            self.script, self.assistant, config, MODEL, 100000, list(history), event=event
+        )
+
+    def test_room_ambience_reaches_the_context_buffer_but_speech_does_not(self):
+        self.room1.msg_contents("A bell rings in the distance.")
+        self.char1.execute_cmd("say hello")
+        prompt = self.assemble()
+        buffer = next(m for m in prompt.messages if m["content"].startswith("Recently around"))
+        self.assertIn("A bell rings in the distance.", buffer["content"])
+        self.assertNotIn("hello", buffer["content"])
+
+    def test_journal_entries_relevant_to_the_event_are_recalled_unless_history_shows_them(self):
+        from ai.helpers.journal import add_entry
+
+        add_entry(
+            self.assistant,
+            "Char said: the cellar password is swordfish",
+            "conversation",
+            source_message_ids=[41],
+        )
+        add_entry(self.assistant, "Char2 said: the horse is called Thunder", "conversation")
+        event = {"type": "speech", "speaker_name": "Char2", "text": "what is the cellar password?"}
+        prompt = self.assemble(event=event)
+        self.assertIn("swordfish", prompt.messages[2]["content"])
+        self.assertEqual(list(prompt.components)[2], "semantic_memories")
+        still_live = [{"id": 41, "role": "user", "content": "Char says: ...", "token_count": 9}]
+        prompt = self.assemble(history=still_live, event=event)
+        self.assertNotIn("swordfish", " ".join(m["content"] or "" for m in prompt.messages[:3]))

@@ -1,0 +1,142 @@
+"""The ReAct loop: message shapes, every stop condition, and a full tick with tools."""
+
+from unittest.mock import patch
+
+from django.test import override_settings
+
+from ai.helpers.journal import journal_entries
+from ai.tool_execution import run_react_loop
+from ai.tools import Tool, ToolResult, register_tool, unregister_tool
+
+from .support import AssistantTestCase, ScriptedLLM, wait_for
+
+SPEECH = {"type": "speech", "speaker_name": "Char", "text": "hi", "in_history": True}
+
+
+class LoopTestCase(AssistantTestCase):
+    def run_loop(self, llm, context="tick_event", **kwargs):
+        self.script.set_config("llm_model", llm.model)
+        return wait_for(run_react_loop(self.script, self.assistant, context, **kwargs))
+
+
+class TestStopConditions(LoopTestCase):
+    def test_terminal_tool_ends_the_loop(self):
+        with ScriptedLLM([("say", {"message": "Hello!"})], "never asked") as llm:
+            result = self.run_loop(llm, event=SPEECH)
+        self.assertEqual(result.stop_reason, "terminal_tool")
+        self.assertEqual((result.iterations, result.tools_called), (1, ["say"]))
+        self.assertEqual(result.said, ["Hello!"])
+
+    def test_noop_ends_the_loop(self):
+        with ScriptedLLM([("review_journal", {})], [("noop", {})]) as llm:
+            result = self.run_loop(llm, event=SPEECH)
+        self.assertEqual(result.stop_reason, "noop")
+        self.assertEqual(result.tools_called, ["review_journal", "noop"])
+
+    def test_no_tool_call_ends_the_loop_and_the_text_is_spoken(self):
+        with ScriptedLLM("Plain words.") as llm:
+            with patch.object(self.char1, "msg") as char1_msg:
+                result = self.run_loop(llm, event=SPEECH)
+        self.assertEqual(result.stop_reason, "no_tool_call")
+        self.assertIn("Plain words.", str(char1_msg.call_args))
+
+    def test_a_tool_outside_the_filter_is_not_run_and_stops(self):
+        with ScriptedLLM([("say", {"message": "leak"})]) as llm:
+            with patch.object(self.char1, "msg") as char1_msg:
+                result = self.run_loop(llm, context="pre_compaction")
+        self.assertEqual(result.stop_reason, "tool_not_allowed")
+        self.assertEqual(result.tools_called, [])
+        char1_msg.assert_not_called()
+        self.assertIn(
+            "Not run: say is not available in pre_compaction",
+            self.script.conversation_history[-1]["content"],
+        )
+
+    def test_the_iteration_limit_ends_the_loop(self):
+        with ScriptedLLM(*[[("review_journal", {})]] * 6) as llm:
+            result = self.run_loop(llm, event=SPEECH)
+        self.assertEqual(result.stop_reason, "max_iterations")
+        self.assertEqual(result.iterations, 5)
+        with ScriptedLLM(*[[("review_journal", {})]] * 6) as llm:
+            result = self.run_loop(llm, event=SPEECH, max_iterations=2)
+        self.assertEqual(result.iterations, 2)
+
+    @override_settings(AI_LLM_MAX_RETRIES=0)
+    def test_a_model_error_ends_the_loop(self):
+        with ScriptedLLM(ValueError("broken")) as llm:
+            result = self.run_loop(llm, event=SPEECH)
+        self.assertEqual(result.stop_reason, "llm_error")
+        self.assertEqual(self.script.conversation_history, [])
+
+    def test_a_dangerous_tool_waits_for_confirmation(self):
+        ran = []
+        register_tool(
+            Tool(
+                name="demolish",
+                description="Destroy the room",
+                parameters={"type": "object", "properties": {}},
+                categories=frozenset({"dangerous"}),
+                handler=lambda ctx, **kwargs: ran.append(1) or ToolResult(True, "gone"),
+            )
+        )
+        self.addCleanup(unregister_tool, "demolish")
+        with ScriptedLLM([("demolish", {})]) as llm:
+            result = self.run_loop(llm, signals={"event_class": "building"})
+        self.assertEqual(result.stop_reason, "awaiting_confirmation")
+        self.assertEqual(ran, [])
+        self.assertEqual(self.script.db.awaiting_confirmation[0]["function"]["name"], "demolish")
+
+
+class TestMessageShapes(LoopTestCase):
+    def test_each_call_is_answered_by_a_tool_message_with_its_id(self):
+        steps = [[("add_journal_entry", {"content": "Char likes tea"}), ("say", {"message": "ok"})]]
+        with ScriptedLLM(*steps) as llm:
+            self.run_loop(llm, event=SPEECH)
+        history = self.script.conversation_history
+        self.assertEqual([m["role"] for m in history], ["assistant", "tool", "tool"])
+        call_ids = [call["id"] for call in history[0]["tool_calls"]]
+        self.assertEqual([m["tool_call_id"] for m in history[1:]], call_ids)
+
+    def test_bad_arguments_come_back_as_a_readable_result(self):
+        with ScriptedLLM([("add_journal_entry", {"importance": 99})], [("noop", {})]) as llm:
+            result = self.run_loop(llm, event=SPEECH)
+        tool_message = self.script.conversation_history[1]
+        self.assertIn("add_journal_entry", tool_message["content"])
+        self.assertEqual(journal_entries(self.assistant), [])
+        self.assertEqual(result.stop_reason, "noop")
+
+    def test_contexts_that_do_not_record_history_leave_it_alone(self):
+        with ScriptedLLM(
+            [("add_journal_entry", {"content": "A reflection"})], [("noop", {})]
+        ) as llm:
+            result = self.run_loop(llm, context="reflection")
+        self.assertEqual(result.tools_called, ["add_journal_entry", "noop"])
+        self.assertEqual(self.script.conversation_history, [])
+        self.assertIn("Result of your last action: Journaled", llm.calls[1][-1]["content"])
+
+
+class TestFullTickWithTools(AssistantTestCase):
+    def test_a_players_fact_is_journaled_and_answered_in_the_room(self):
+        self.char1.execute_cmd("say I promised to bring 12 iron ingots to the forge.")
+        with patch.object(self.char2, "msg") as char2_msg:
+            result = self.tick()
+        self.assertEqual(result["status"], "replied")
+        self.assertEqual(
+            result["loop"].tools_called, ["add_journal_entry", "update_entity_observation", "say"]
+        )
+        entry = journal_entries(self.assistant)[-1]
+        self.assertEqual(
+            entry["content"], "Char said: I promised to bring 12 iron ingots to the forge."
+        )
+        self.assertEqual(entry["importance"], 7)
+        self.assertEqual(entry["source_message_ids"], [result["event"]["message_id"]])
+        profile = self.assistant.db.entity_profiles[self.char1.dbref]
+        self.assertIn("12 iron ingots", profile["observations"][-1]["text"])
+        self.assertIn("Helper says", str(char2_msg.mock_calls))
+        self.assertEqual(result["loop"].pattern.mode, "single_action")
+
+    def test_a_question_is_answered_without_journaling(self):
+        self.char1.execute_cmd("say Where is the forge?")
+        result = self.tick()
+        self.assertEqual(result["loop"].tools_called, ["say"])
+        self.assertEqual(journal_entries(self.assistant), [])

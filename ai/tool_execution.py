@@ -1,0 +1,161 @@
+"""The ReAct loop: call the model, run the tools it asks for, record it all, repeat.
+
+Each iteration assembles the context type's prompt, calls the model once, appends the
+assistant message and one tool message per call (so history can be sent back unchanged),
+and stops on: a terminal tool, ``noop``, no tool call, a tool outside the context's filter
+(not run), a dangerous tool awaiting confirmation, a model error, or the pattern's
+iteration limit.
+"""
+
+from dataclasses import dataclass, field
+
+from twisted.internet import defer
+
+from .llm_interaction import call_llm, context_window, resolve_model
+from .prompt_assembly import assemble_prompt
+from .prompt_contexts import get_context_config, select_execution_pattern
+from .tools import ToolContext, execute_tool, get_tool, tools_for
+
+
+@dataclass
+class LoopResult:
+    """What one run of the loop did.
+
+    Attributes:
+        context_type (str): The context type it ran in.
+        iterations (int): Model calls made.
+        tools_called (list): Names of the tools run, in order.
+        stop_reason (str): ``terminal_tool``, ``noop``, ``no_tool_call``, ``tool_not_allowed``,
+            ``awaiting_confirmation``, ``llm_error`` or ``max_iterations``.
+        said (list): What the assistant said in the room.
+        pattern (ExecutionPattern): The execution pattern that governed the loop.
+        last_answer (LLMResult): The last model answer.
+        cuts (list): What the last prompt assembly cut to fit the budget.
+    """
+
+    context_type: str
+    iterations: int = 0
+    tools_called: list = field(default_factory=list)
+    stop_reason: str = ""
+    said: list = field(default_factory=list)
+    pattern: object = None
+    last_answer: object = None
+    cuts: list = field(default_factory=list)
+
+
+def _not_run(call, why):
+    return {"role": "tool", "tool_call_id": call["id"], "content": f"Not run: {why}"}
+
+
+class _Turn:
+    """The messages of one loop, written to history or kept locally, per the context."""
+
+    def __init__(self, script, records_history):
+        self.script = script
+        self.records_history = records_history
+        self.local = []
+
+    def history(self):
+        return self.script.conversation_history if self.records_history else list(self.local)
+
+    def record(self, message):
+        if self.records_history:
+            return self.script.append_message(message)
+        self.local.append(message)
+        return message
+
+
+@defer.inlineCallbacks
+def run_react_loop(
+    script,
+    character,
+    context_type,
+    event=None,
+    signals=None,
+    max_iterations=None,
+    source_message_ids=(),
+):
+    """Run the ReAct loop of ``context_type`` for ``character``.
+
+    Args:
+        script (AssistantScript): The assistant's script.
+        character (AssistantCharacter): The assistant.
+        context_type (str): One of the context types (``tick_event``, ``pre_compaction``...).
+        event (dict, optional): The pending event.
+        signals (dict, optional): Context signals for the execution pattern's third layer.
+        max_iterations (int, optional): A further restriction from the caller.
+        source_message_ids (iterable): History ids the tools should cite as sources.
+
+    Returns:
+        Deferred: Fires with a :class:`LoopResult`.
+    """
+    config = get_context_config(context_type, script)
+    assessment = {"context_signals": dict(signals or {})}
+    if max_iterations:
+        assessment["recommended_iterations"] = max_iterations
+    pattern = select_execution_pattern(script.get_config("execution_config"), config, assessment)
+    tools = tools_for(config.tool_filter, pattern.allowed_categories)
+    allowed = {tool.name for tool in tools}
+    schemas = [tool.schema() for tool in tools] or None
+    model = resolve_model(script)
+    budget = config.token_budget or context_window(script)
+    context = ToolContext(script, character, context_type, event, list(source_message_ids))
+    turn = _Turn(script, config.records_history)
+    result = LoopResult(context_type=context_type, pattern=pattern)
+    tool_result = None
+    for iteration in range(1, pattern.max_iterations + 1):
+        prompt = assemble_prompt(
+            script, character, config, model, budget, turn.history(), event, tool_result, schemas
+        )
+        answer = yield call_llm(script, prompt.messages, tools=schemas)
+        result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
+        if not answer.ok:
+            result.stop_reason = "llm_error"
+            break
+        turn.record(answer.as_message())
+        if not answer.tool_calls:
+            if answer.content and config.records_history and event:
+                character.at_say(answer.content)
+                result.said.append(answer.content)
+            result.stop_reason = "no_tool_call"
+            break
+        result.stop_reason, tool_result = _run_calls(
+            answer.tool_calls, allowed, pattern, context, turn, result
+        )
+        if result.stop_reason:
+            break
+    else:
+        result.stop_reason = "max_iterations"
+    return result
+
+
+def _run_calls(calls, allowed, pattern, context, turn, result):
+    """Run one answer's tool calls; return ``(stop reason or "", last tool result text)``."""
+    stop, last = "", None
+    for call in calls:
+        name = call["function"]["name"]
+        if stop in ("tool_not_allowed", "awaiting_confirmation"):
+            turn.record(_not_run(call, "the turn ended before this call"))
+            continue
+        if name not in allowed:
+            turn.record(_not_run(call, f"{name} is not available in {context.context_type}"))
+            stop = "tool_not_allowed"
+            continue
+        tool = get_tool(name)
+        if tool.is_dangerous and pattern.dangerous_requires_confirm:
+            turn.record(_not_run(call, f"{name} is dangerous and awaits a builder's confirmation"))
+            awaiting = list(context.script.db.awaiting_confirmation or [])
+            context.script.db.awaiting_confirmation = awaiting + [call]
+            stop = "awaiting_confirmation"
+            continue
+        outcome = execute_tool(call, context)
+        turn.record({"role": "tool", "tool_call_id": call["id"], "content": outcome.content})
+        result.tools_called.append(name)
+        last = outcome.content
+        if name == "say" and outcome.ok:
+            result.said.append(outcome.data.get("message", ""))
+        if name == "noop":
+            stop = stop or "noop"
+        elif tool.is_terminal and pattern.terminal_ends_loop:
+            stop = stop or "terminal_tool"
+    return stop, last

@@ -1,0 +1,27 @@
+"""Tools the assistant's LLM can call. Importing this package registers the built-in tools."""
+
+from . import communication, control, journal  # noqa: F401 (importing registers the tools)
+from .base import TOOL_CATEGORIES, Tool, ToolContext, ToolResult
+from .registry import (
+    all_tools,
+    execute_tool,
+    get_tool,
+    register_tool,
+    tools_for,
+    unregister_tool,
+    validate_arguments,
+)
+
+__all__ = [
+    "TOOL_CATEGORIES",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "all_tools",
+    "execute_tool",
+    "get_tool",
+    "register_tool",
+    "tools_for",
+    "unregister_tool",
+    "validate_arguments",
+]

@@ -1,0 +1,105 @@
+"""What a tool is, what it runs with, and what it gives back."""
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from jsonschema import Draft202012Validator, SchemaError
+
+TOOL_CATEGORIES = ("safe", "terminal", "dangerous", "journal", "memory", "communication")
+# The name rule of the OpenAI function-calling API.
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the LLM may call.
+
+    Args:
+        name (str): The function name the LLM calls.
+        description (str): What the tool does, as the LLM reads it.
+        parameters (dict): JSON schema (of type object) of the arguments.
+        categories (frozenset): Names from ``TOOL_CATEGORIES``.
+        handler (callable): ``handler(ctx, **arguments) -> ToolResult``.
+
+    Raises:
+        ValueError: for a malformed name or schema, or an unknown category.
+    """
+
+    name: str
+    description: str
+    parameters: dict
+    categories: frozenset
+    handler: Callable
+
+    def __post_init__(self):
+        if not _NAME.match(self.name or ""):
+            raise ValueError(f"Tool name {self.name!r} must match {_NAME.pattern}")
+        object.__setattr__(self, "categories", frozenset(self.categories))
+        unknown = sorted(self.categories - set(TOOL_CATEGORIES))
+        if unknown:
+            raise ValueError(
+                f"Tool {self.name}: unknown categories {', '.join(unknown)} "
+                f"(allowed: {', '.join(TOOL_CATEGORIES)})"
+            )
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"Tool {self.name}: parameters must be a JSON schema of type object")
+        try:
+            Draft202012Validator.check_schema(self.parameters)
+        except SchemaError as err:
+            raise ValueError(f"Tool {self.name}: invalid parameters schema: {err.message}") from err
+
+    def schema(self):
+        """Return the tool in the OpenAI ``tools`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    @property
+    def is_terminal(self):
+        """True if calling this tool ends the turn."""
+        return "terminal" in self.categories
+
+    @property
+    def is_dangerous(self):
+        """True if this tool may need confirmation before it runs."""
+        return "dangerous" in self.categories
+
+
+@dataclass
+class ToolContext:
+    """What a tool runs with.
+
+    Args:
+        script (AssistantScript): The script running the turn.
+        character (AssistantCharacter): The assistant acting.
+        context_type (str): The prompt context (``tick_event``, ``pre_compaction``, ...).
+        event (dict, optional): The event being handled.
+        source_message_ids (list): Ids of the history messages this turn is based on.
+    """
+
+    script: object
+    character: object
+    context_type: str
+    event: dict | None = None
+    source_message_ids: list = field(default_factory=list)
+
+
+@dataclass
+class ToolResult:
+    """The outcome of a tool call.
+
+    Args:
+        ok (bool): Whether the tool did what was asked.
+        content (str): Text the LLM reads back as the tool message.
+        data (dict): Structured details for the caller.
+    """
+
+    ok: bool
+    content: str
+    data: dict = field(default_factory=dict)

@@ -1,0 +1,179 @@
+"""Journal tools: write and review journal entries, and note observations about entities.
+
+Entity profiles live in ``character.db.entity_profiles``, keyed by dbref:
+``{"name", "observations": [{"text", "timestamp", "source_message_ids"}], "updated"}``.
+"""
+
+from django.utils import timezone
+from evennia.utils.dbserialize import deserialize
+from evennia.utils.search import search_object
+from evennia.utils.utils import dbref
+
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, journal_entries, search_entries
+from .base import Tool, ToolResult
+from .registry import register_tool
+
+MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
+
+
+def add_journal_entry(ctx, content, importance=5, tags=()):
+    """Write a journal entry sourced from the turn's messages."""
+    source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
+    try:
+        entry = add_entry(
+            ctx.character,
+            content,
+            source_type=source_type,
+            importance=importance,
+            tags=tags,
+            source_message_ids=ctx.source_message_ids,
+        )
+    except ValueError as err:
+        return ToolResult(ok=False, content=f"Not journaled: {err}")
+    return ToolResult(
+        ok=True, content=f"Journaled {entry['id']}: {entry['content'][:80]}", data={"entry": entry}
+    )
+
+
+def review_journal(ctx, query=None, limit=5):
+    """List the most recent journal entries, newest first, optionally matching ``query``."""
+    if not journal_entries(ctx.character):
+        return ToolResult(ok=True, content="The journal is empty.", data={"entries": []})
+    found = search_entries(ctx.character, query, limit)
+    if not found:
+        return ToolResult(ok=True, content=f"No entries match {query!r}.", data={"entries": []})
+    lines = [f"[{e['id']}] (importance {e['importance']}) {e['content']}" for e in found]
+    return ToolResult(ok=True, content="\n".join(lines), data={"entries": found})
+
+
+def _resolve_entity(character, entity):
+    """Return ``(object, None)`` or ``(None, error)`` for a dbref or a name in the room."""
+    entity = entity.strip()
+    if dbref(entity):
+        found = list(search_object(entity))
+        if not found:
+            return None, f"Nothing has the dbref {entity}."
+        return found[0], None
+    if character.location is None:
+        return None, f"You are nowhere, so there is no {entity!r} around you."
+    found = character.search(entity, location=character.location, quiet=True)
+    exact = [obj for obj in found if obj.key.lower() == entity.lower()]
+    # "Char" also matches "Char2" by prefix; an exact name settles it.
+    found = exact or found
+    if not found:
+        return None, f"No one and nothing called {entity!r} is here. Use a name here or a dbref."
+    if len(found) > 1:
+        names = ", ".join(f"{obj.key} ({obj.dbref})" for obj in found)
+        return None, f"{entity!r} could be any of: {names}. Use the dbref."
+    return found[0], None
+
+
+def update_entity_observation(ctx, entity, observation):
+    """Add an observation to the profile of someone or something."""
+    observation = observation.strip()
+    if not observation:
+        return ToolResult(ok=False, content="Not noted: the observation is empty.")
+    target, error = _resolve_entity(ctx.character, entity)
+    if error:
+        return ToolResult(ok=False, content=error)
+    now = timezone.now().isoformat()
+    profiles = deserialize(ctx.character.db.entity_profiles) or {}
+    profile = profiles.get(target.dbref) or {"observations": []}
+    observations = profile["observations"] + [
+        {"text": observation, "timestamp": now, "source_message_ids": list(ctx.source_message_ids)}
+    ]
+    profile.update(name=target.key, observations=observations[-MAX_OBSERVATIONS:], updated=now)
+    profiles[target.dbref] = profile
+    ctx.character.db.entity_profiles = profiles
+    return ToolResult(
+        ok=True,
+        content=f"Noted about {target.key} ({target.dbref}): {observation[:80]}",
+        data={"entity": target.dbref, "profile": profile},
+    )
+
+
+register_tool(
+    Tool(
+        name="add_journal_entry",
+        description=(
+            "Write a fact, insight or event worth remembering into your journal. "
+            "One fact per entry."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "content": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_ENTRY_CHARS,
+                    "description": "What to remember.",
+                },
+                "importance": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10,
+                    "default": 5,
+                    "description": "1 (trivial) to 10 (vital).",
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": 8,
+                    "description": "Short labels.",
+                },
+            },
+            "required": ["content"],
+            "additionalProperties": False,
+        },
+        categories=frozenset({"journal"}),
+        handler=add_journal_entry,
+    )
+)
+register_tool(
+    Tool(
+        name="review_journal",
+        description="Read your latest journal entries, optionally only those matching a query.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words or text to look for."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 20,
+                    "default": 5,
+                    "description": "How many entries at most.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        categories=frozenset({"journal", "safe"}),
+        handler=review_journal,
+    )
+)
+register_tool(
+    Tool(
+        name="update_entity_observation",
+        description="Note something you observed about a person or thing, to remember them by.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "entity": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": 'A dbref like "#6", or the name of someone or something here.',
+                },
+                "observation": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 500,
+                    "description": "What you observed.",
+                },
+            },
+            "required": ["entity", "observation"],
+            "additionalProperties": False,
+        },
+        categories=frozenset({"journal"}),
+        handler=update_entity_observation,
+    )
+)
