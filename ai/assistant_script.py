@@ -23,9 +23,13 @@ from .history import ConversationHistory
 from .llm_interaction import resolve_model
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
+from .sleep import run_sleep_tick
+from .sleep.compaction import compact_conversation_history
+from .sleep.extraction import run_pre_compaction_extraction
 from .tool_execution import run_react_loop
 
 COMMUNICATION_EVENTS = ("speech", "talk")
+EMERGENCY_EXTRACTION_ITERATIONS = 3
 
 MODES = ("awake", "sleep")
 # Sleep phases: dozing (just fell asleep, nothing runs), then dreaming (the sleep pipeline).
@@ -197,22 +201,64 @@ class AssistantScript(DefaultScript):
         result = yield self.awake_tick(character, config)
         return result
 
+    @defer.inlineCallbacks
     def sleep_tick(self, character, config):
-        """Advance the sleep phases: dozing, then dreaming."""
+        """Advance the sleep phases: dozing (nothing runs), then dreaming (the sleep pipeline)."""
         if self.db.sleep_phase != "dreaming":
             self.db.sleep_phase = "dreaming"
-        return defer.succeed({"status": "slept", "mode": "sleep", "phase": self.db.sleep_phase})
+            return {"status": "slept", "mode": "sleep", "phase": "dozing"}
+        memory = yield run_sleep_tick(self, character)
+        return {"status": "slept", "mode": "sleep", "phase": "dreaming", "memory": memory}
+
+    @defer.inlineCallbacks
+    def emergency_compaction(self, character, config):
+        """Compact now if the next call would reach ``compact_emergency_threshold``.
+
+        A compaction that could not bring usage under the threshold is not retried until
+        the history changes, so an oversized preserved message cannot cause a loop.
+
+        Returns:
+            Deferred: Fires with None when not needed, else the extraction and compaction
+            results and whether usage is still over the threshold.
+        """
+        if not config["compact_enabled"]:
+            return None
+        usage = self.context_usage()
+        threshold = config["compact_emergency_threshold"]
+        if not usage.message_count or usage.usage < threshold:
+            return None
+        state = self.history.totals()
+        if self.ndb.failed_emergency_state == state:
+            return {"skipped": True, "reason": "still over the threshold, history unchanged"}
+        logger.log_warn(f"Emergency compaction triggered: {usage.usage:.0%} context usage")
+        extraction = yield run_pre_compaction_extraction(
+            self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
+        )
+        compaction = yield compact_conversation_history(self, character, force=True)
+        still_over = self.context_usage().usage >= threshold
+        self.ndb.failed_emergency_state = self.history.totals() if still_over else None
+        if still_over:
+            logger.log_warn(
+                f"AI {self.key}: still at {self.context_usage().usage:.0%} after emergency "
+                "compaction (the preserved messages alone are too large); going on"
+            )
+        return {
+            "pre_compaction_extraction": extraction,
+            "context_compaction": compaction,
+            "still_over_threshold": still_over,
+        }
 
     @defer.inlineCallbacks
     def awake_tick(self, character, config):
-        """Handle the next pending event: record it, ask the model, reply in the room."""
+        """Compact first if the context is nearly full, then handle the next pending event."""
+        emergency = yield self.emergency_compaction(character, config)
         event = self.pop_event()
         if event is None:
             self.ndb.idle_ticks = (self.ndb.idle_ticks or 0) + 1
             limit = config["sleep_after_idle_ticks"]
             if limit and self.ndb.idle_ticks >= limit:
                 self.fall_asleep(f"{self.ndb.idle_ticks} idle ticks")
-            return {"status": "idle", "mode": "awake"}
+            return {"status": "idle", "mode": "awake", "emergency": emergency}
         self.ndb.idle_ticks = 0
         stored = self.append_message(
             {
@@ -230,7 +276,13 @@ class AssistantScript(DefaultScript):
             signals=self.context_signals(event),
             source_message_ids=[stored["id"]],
         )
-        outcome = {"mode": "awake", "event": event, "loop": loop, "llm": loop.last_answer}
+        outcome = {
+            "mode": "awake",
+            "event": event,
+            "loop": loop,
+            "llm": loop.last_answer,
+            "emergency": emergency,
+        }
         if loop.stop_reason == "llm_error":
             self.ndb.consecutive_errors = (self.ndb.consecutive_errors or 0) + 1
             if character.location:

@@ -149,6 +149,9 @@ SCRIPT_CONFIG = {
         execution_config,
         "Layer-1 execution limits of the ReAct loop",
     ),
+    "compact_notify_room": Option(
+        False, boolean, "Show the room a short emote when the assistant compacts"
+    ),
     "context_overrides": Option(
         {}, context_overrides, "Per-context changes to the context types (see docs/context.md)"
     ),
@@ -168,6 +171,10 @@ AI_SETTINGS = {
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
     "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
+    "AI_LOG_CHANNEL": (
+        "AIlog",
+        "Channel (created if missing, Builders listen) told of compactions",
+    ),
     "AI_CONTEXT_OVERRIDES": ({}, "Server-wide changes to the context types (see docs/context.md)"),
 }
 

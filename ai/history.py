@@ -6,6 +6,7 @@ Each message is validated before it is stored and its token count computed once.
 """
 
 from django.db import connection, transaction
+from django.db.models import F
 
 from .models import ConversationMessage, HistoryCounter
 from .utils.message_format import validate_message
@@ -24,8 +25,13 @@ def row_to_message(row):
             message[key] = value
     message["metadata"] = row.metadata or {}
     message["id"] = row.pk
+    message["position"] = row.position
     message["token_count"] = row.token_count
     return message
+
+
+class HistoryChanged(Exception):
+    """The messages a compaction meant to replace are no longer all live."""
 
 
 class ConversationHistory:
@@ -105,6 +111,53 @@ class ConversationHistory:
                 token_count=tokens,
             )
         return row_to_message(row)
+
+    def replace_with_summary(self, compacted, summary_message):
+        """Archive ``compacted`` and put ``summary_message`` live in their place, atomically.
+
+        Messages appended meanwhile are untouched: only the named rows change. The summary
+        takes the position of the first message it replaces.
+
+        Args:
+            compacted (list): Message dicts read from this store (with ``id``, ``position``
+                and ``token_count``).
+            summary_message (dict): The message that replaces them.
+
+        Returns:
+            dict: The stored summary message.
+
+        Raises:
+            HistoryChanged: if any of ``compacted`` is no longer live; nothing changes.
+        """
+        validate_message(summary_message)
+        ids = [message["id"] for message in compacted]
+        tokens = count_message_tokens(summary_message, self.model)
+        removed = sum(message["token_count"] for message in compacted)
+        with transaction.atomic():
+            rows = self.live_rows().filter(pk__in=ids)
+            if rows.count() != len(ids):
+                raise HistoryChanged("some messages to compact are no longer live")
+            summary = ConversationMessage.objects.create(
+                db_script_id=self.script.id,
+                position=min(message["position"] for message in compacted),
+                role=summary_message["role"],
+                content=summary_message.get("content"),
+                metadata=summary_message.get("metadata") or {},
+                token_count=tokens,
+            )
+            rows.update(is_live=False, replaced_by=summary)
+            HistoryCounter.objects.filter(db_script_id=self.script.id).update(
+                live_tokens=F("live_tokens") - removed + tokens,
+                live_count=F("live_count") - len(ids) + 1,
+            )
+        return row_to_message(summary)
+
+    def archived_by(self, summary_id):
+        """Return the messages that the summary ``summary_id`` replaced, oldest first."""
+        rows = ConversationMessage.objects.filter(
+            db_script_id=self.script.id, replaced_by_id=summary_id
+        )
+        return [row_to_message(row) for row in rows]
 
     def live_rows(self):
         """Return a queryset of the live rows, oldest first."""

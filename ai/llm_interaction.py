@@ -17,6 +17,7 @@ from .config import ai_setting
 from .litellm_loader import load_litellm
 from .offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
 from .offline import PROVIDER as OFFLINE_PROVIDER
+from .utils.markers import TRANSCRIPT_HEADER
 from .utils.message_format import sendable
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
@@ -191,3 +192,65 @@ def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries
             f"{retries} in {delay:g}s: {detail}"
         )
         yield deferLater(reactor, delay, lambda: None)
+
+
+DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversation between \
+players of a game and you, their assistant, so that you can go on without it. Several \
+players share you: always say who said or did what, by name.
+
+Keep:
+- facts learned about people, creatures, objects, places and events, with names and numbers
+- decisions made, and promises or deals between anyone, with their terms and deadlines
+- the current state of things, and tasks in progress or still open, with who owns them
+- what is planned next, and any constraint, rule, secret or password someone relied on
+- anything from an earlier [CONTEXT SUMMARY] that still matters
+
+Leave out greetings, small talk, how tools were called, and anything said twice.
+Write plain sentences, most important first, in at most {max_words} words."""
+SUMMARY_MAX_WORDS = 400
+
+
+def format_message_for_compaction(message):
+    """Return one history message as a transcript line that keeps who said what."""
+    role, content = message["role"], (message.get("content") or "").strip()
+    if role == "assistant" and message.get("tool_calls"):
+        calls = "; ".join(
+            f"{call['function']['name']}({call['function'].get('arguments') or ''})"
+            for call in message["tool_calls"]
+        )
+        return f"[you used tools] {calls}" + (f" and said: {content}" if content else "")
+    if role == "assistant":
+        return f"[you said] {content}"
+    if role == "tool":
+        return f"[tool result] {content}"
+    return content
+
+
+def format_messages_for_compaction(messages):
+    """Return the transcript that the summary call receives."""
+    lines = [format_message_for_compaction(message) for message in messages]
+    return TRANSCRIPT_HEADER + "\n" + "\n".join(line for line in lines if line)
+
+
+def generate_context_summary(script, messages_to_compact, model=None):
+    """Summarize ``messages_to_compact`` in a separate call that sends only them.
+
+    Uses ``compact_model`` (else the main model) and ``compact_prompt`` (else
+    ``DEFAULT_COMPACTION_PROMPT``).
+
+    Returns:
+        Deferred: Fires with the :class:`LLMResult`; its ``content`` is the summary.
+    """
+    prompt = script.get_config("compact_prompt") or DEFAULT_COMPACTION_PROMPT.format(
+        max_words=SUMMARY_MAX_WORDS
+    )
+    payload = [
+        {"role": "system", "content": prompt},
+        {"role": "user", "content": format_messages_for_compaction(messages_to_compact)},
+    ]
+    return call_llm(script, payload, model=model or summary_model(script))
+
+
+def summary_model(script):
+    """Return the model that writes summaries: ``compact_model``, else the main model."""
+    return script.get_config("compact_model") or resolve_model(script)

@@ -13,7 +13,7 @@ class ConversationMessage(models.Model):
     """One chat message of an assistant's conversation history.
 
     Live messages are what the next LLM call sees; archived ones were replaced by a summary
-    and are kept for inspection rather than deleted.
+    (``replaced_by``) and are kept for inspection rather than deleted.
     """
 
     db_script = models.ForeignKey(
@@ -29,12 +29,19 @@ class ConversationMessage(models.Model):
     token_count = models.PositiveIntegerField(help_text="Tokens this message costs when sent.")
     created_at = models.DateTimeField(default=timezone.now)
     is_live = models.BooleanField(default=True)
+    replaced_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replaced",
+        help_text="The summary that replaced this message when it was compacted.",
+    )
 
     class Meta:
-        ordering = ("position",)
-        constraints = [
-            models.UniqueConstraint(fields=("db_script", "position"), name="ai_unique_position")
-        ]
+        # A summary takes the position of the first message it replaces, so live positions
+        # are unique but an archived message may share its position with its summary.
+        ordering = ("position", "id")
         indexes = [models.Index(fields=("db_script", "is_live", "position"), name="ai_live_idx")]
 
     def __str__(self):

@@ -74,6 +74,7 @@ def run_react_loop(
     signals=None,
     max_iterations=None,
     source_message_ids=(),
+    source_messages=(),
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -85,6 +86,7 @@ def run_react_loop(
         signals (dict, optional): Context signals for the execution pattern's third layer.
         max_iterations (int, optional): A further restriction from the caller.
         source_message_ids (iterable): History ids the tools should cite as sources.
+        source_messages (iterable): History messages journal entries may cite, by content.
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -99,7 +101,9 @@ def run_react_loop(
     schemas = [tool.schema() for tool in tools] or None
     model = resolve_model(script)
     budget = config.token_budget or context_window(script)
-    context = ToolContext(script, character, context_type, event, list(source_message_ids))
+    context = ToolContext(
+        script, character, context_type, event, list(source_message_ids), list(source_messages)
+    )
     turn = _Turn(script, config.records_history)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None

@@ -110,3 +110,19 @@ def search_entries(character, query=None, limit=5, exclude_sources=()):
             ranked.append(((score, entry.get("importance", 0), position), entry))
     ranked.sort(key=lambda item: item[0], reverse=True)
     return [entry for _, entry in ranked[:limit]]
+
+
+def cited_messages(content, messages):
+    """Return the ids of the messages that share the most words with ``content``.
+
+    Args:
+        content (str): A journal entry's text.
+        messages (list): Candidate history messages (with ``id`` and ``content``).
+
+    Returns:
+        list: Ids of the best matches (sharing at least two words), oldest first.
+    """
+    wanted = _words(content)
+    scored = [(len(wanted & _words(m.get("content") or "")), m["id"]) for m in messages]
+    best = max((score for score, _ in scored), default=0)
+    return [message_id for score, message_id in scored if score == best and best >= 2]

@@ -7,6 +7,10 @@ When a speaking tool is offered, the reply goes through it. When journal tools a
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
 a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
 Once it has spoken, the engine ends the turn with ``noop`` (or plain text without it).
+
+Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
+one fact not yet journaled per call, then ``noop``. Given a compaction transcript, it
+writes an extractive summary (see ``summarizer``).
 """
 
 import hashlib
@@ -14,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from . import summarizer
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
@@ -142,6 +147,33 @@ def fact_calls(speaker, text, names, salt):
     return calls
 
 
+def journaled_contents(messages):
+    """Return the contents already journaled by ``add_journal_entry`` calls in the chat."""
+    contents = set()
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if call["function"]["name"] == "add_journal_entry":
+                contents.add(json.loads(call["function"]["arguments"] or "{}").get("content"))
+    return contents
+
+
+def extract_next_fact(messages, names):
+    """Journal the first fact of the conversation not journaled yet, else end with noop."""
+    done = journaled_contents(messages)
+    for index, message in enumerate(messages):
+        if message.get("role") != "user":
+            continue
+        speaker, text = parse_event(message.get("content"))
+        if speaker is None or not is_fact(text):
+            continue
+        calls = fact_calls(speaker, text, ["add_journal_entry"], index)
+        if calls and json.loads(calls[0]["function"]["arguments"])["content"] not in done:
+            return Reply(tool_calls=calls)
+    if "noop" in names:
+        return Reply(tool_calls=[make_tool_call("noop", {}, len(messages))])
+    return Reply(content="Nothing left to journal.")
+
+
 def _last_user_index(messages):
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
@@ -160,6 +192,10 @@ def respond(messages, tools=None):
         Reply: Text or tool calls.
     """
     names = tool_names(tools)
+    if summarizer.is_summary_request(messages):
+        return Reply(content=summarizer.summarize(messages, parse_event, is_fact))
+    if "add_journal_entry" in names and not any(n in names for n in SPEAK_TOOL_NAMES):
+        return extract_next_fact(messages, names)
     last_user = _last_user_index(messages)
     if last_user is None:
         return Reply(content="I am here.")

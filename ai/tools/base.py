@@ -81,6 +81,8 @@ class ToolContext:
         context_type (str): The prompt context (``tick_event``, ``pre_compaction``, ...).
         event (dict, optional): The event being handled.
         source_message_ids (list): Ids of the history messages this turn is based on.
+        source_messages (list): History messages a journal entry may come from; an entry
+            then cites those it shares most words with.
     """
 
     script: object
@@ -88,6 +90,7 @@ class ToolContext:
     context_type: str
     event: dict | None = None
     source_message_ids: list = field(default_factory=list)
+    source_messages: list = field(default_factory=list)
 
 
 @dataclass

@@ -9,7 +9,13 @@ from evennia.utils.dbserialize import deserialize
 from evennia.utils.search import search_object
 from evennia.utils.utils import dbref
 
-from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, journal_entries, search_entries
+from ..helpers.journal import (
+    MAX_ENTRY_CHARS,
+    add_entry,
+    cited_messages,
+    journal_entries,
+    search_entries,
+)
 from .base import Tool, ToolResult
 from .registry import register_tool
 
@@ -26,7 +32,8 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
             source_type=source_type,
             importance=importance,
             tags=tags,
-            source_message_ids=ctx.source_message_ids,
+            source_message_ids=ctx.source_message_ids
+            or cited_messages(content, ctx.source_messages),
         )
     except ValueError as err:
         return ToolResult(ok=False, content=f"Not journaled: {err}")

@@ -1,0 +1,245 @@
+"""Context compaction: replace old history with one ``[CONTEXT SUMMARY]`` message.
+
+The split keeps a preserve window of recent messages verbatim (the last
+``compact_preserve_window`` messages or the most recent 20% of ``max_context_tokens``,
+whichever keeps more) and never separates a tool-calling message from its results. Only
+the messages to compact are sent to the summary call, in chunks when they do not fit the
+summarizing model's window. Replacement is one transaction: the replaced messages are
+archived (linked to their summary), never deleted; messages appended meanwhile stay; a
+failed, empty or not-smaller summary changes nothing.
+"""
+
+from django.utils import timezone
+from evennia.utils import logger
+from twisted.internet import defer
+
+from ..context_usage import measure_context
+from ..helpers.journal import add_entry
+from ..history import HistoryChanged
+from ..litellm_loader import load_litellm
+from ..llm_interaction import (
+    SUMMARY_MAX_WORDS,
+    context_window,
+    format_messages_for_compaction,
+    generate_context_summary,
+    summary_model,
+)
+from ..offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
+from ..offline import PROVIDER as OFFLINE_PROVIDER
+from ..prompt_assembly import history_units
+from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
+from ..utils.token_counter import count_message_tokens, count_tokens
+from .notify import announce_compaction
+
+PRESERVE_TOKEN_SHARE = 0.2
+# From this many successive compactions on, summaries of summaries lose accuracy.
+ACCURACY_WARNING_AT = 3
+# Room the summary call needs beside the transcript: its prompt and its answer.
+SUMMARY_RESERVE_TOKENS = 600 + SUMMARY_MAX_WORDS * 2
+
+
+def split_history(history, preserve_count, max_tokens):
+    """Split history into ``(to_compact, to_preserve)``.
+
+    The preserved tail is the larger of the last ``preserve_count`` messages and the most
+    recent messages within 20% of ``max_tokens``; its start then moves back to the start
+    of a whole unit, so a tool call stays with its results.
+    """
+    keep_by_tokens, used = 0, 0
+    for message in reversed(history):
+        used += message["token_count"]
+        if used > PRESERVE_TOKEN_SHARE * max_tokens:
+            break
+        keep_by_tokens += 1
+    boundary = max(len(history) - max(preserve_count, keep_by_tokens), 0)
+    start = 0
+    for unit in history_units(history):
+        if start + len(unit) > boundary:
+            break
+        start += len(unit)
+    return history[:start], history[start:]
+
+
+def summarizer_window(script):
+    """Return the input window of the model that writes summaries."""
+    model = script.get_config("compact_model")
+    if not model:
+        return context_window(script)
+    if model.startswith(f"{OFFLINE_PROVIDER}/"):
+        return OFFLINE_CONTEXT_WINDOW
+    try:
+        return load_litellm().get_model_info(model).get("max_input_tokens") or context_window(
+            script
+        )
+    except Exception:
+        return context_window(script)
+
+
+def chunk_for_window(messages, limit, model):
+    """Split messages into runs of whole units whose transcript fits ``limit`` tokens."""
+    chunks, current = [], []
+    for unit in history_units(messages):
+        candidate = current + unit
+        if current and count_tokens(format_messages_for_compaction(candidate), model) > limit:
+            chunks.append(current)
+            candidate = list(unit)
+        current = candidate
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+@defer.inlineCallbacks
+def summarize(script, messages):
+    """Summarize ``messages``, in chunks merged into one summary when they do not fit.
+
+    Returns:
+        Deferred: Fires with ``(summary text or None, error text or None)``.
+    """
+    model = summary_model(script)
+    limit = max(summarizer_window(script) - SUMMARY_RESERVE_TOKENS, 200)
+    chunks = chunk_for_window(messages, limit, model)
+    summaries = []
+    for chunk in chunks:
+        answer = yield generate_context_summary(script, chunk)
+        if not answer.ok:
+            return None, f"summary call failed ({answer.error_kind}): {answer.error}"
+        if not answer.content.strip():
+            return None, "the summary came back empty"
+        summaries.append(answer.content.strip())
+    if len(summaries) == 1:
+        return summaries[0], None
+    partial = [{"role": "system", "content": f"{SUMMARY_MARKER}\n{text}"} for text in summaries]
+    merged = yield summarize(script, partial)
+    return merged
+
+
+def previous_successive_count(messages):
+    """Return the successive-compaction count of the newest summary among ``messages``."""
+    counts = [
+        (message.get("metadata") or {}).get("successive_compactions", 1)
+        for message in messages
+        if (message.get("metadata") or {}).get("type") == "compaction"
+    ]
+    return counts[-1] if counts else 0
+
+
+def skipped(reason, **extra):
+    """Return the result of a compaction that did not run."""
+    return {"skipped": True, "reason": reason, **extra}
+
+
+@defer.inlineCallbacks
+def compact_conversation_history(script, character, force=False, kind=None):
+    """Compact the assistant's history if it is over its threshold (or if forced).
+
+    Args:
+        script (AssistantScript): The assistant's script.
+        character (AssistantCharacter): The assistant (for its journal).
+        force (bool): Compact even below the sleep threshold (emergencies, builders).
+        kind (str, optional): ``sleep``, ``emergency`` or ``manual``, for logs and results.
+
+    Returns:
+        Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
+        False and ``error``; or ``success`` True with the counts, ``original_tokens``,
+        ``new_tokens`` (history tokens before and after), ``reduction_pct`` and more.
+    """
+    config = script.effective_config()
+    kind = kind or ("emergency" if force else "sleep")
+    if not config["compact_enabled"] and not force:
+        return skipped("compaction disabled")
+    history = script.conversation_history
+    if not history:
+        return skipped("no history")
+    before = measure_context(script, character)
+    threshold = config["compact_sleep_threshold"]
+    if before.usage < threshold and not force:
+        return skipped(
+            f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
+        )
+    to_compact, to_preserve = split_history(
+        history, config["compact_preserve_window"], before.max_tokens
+    )
+    if not to_compact:
+        return skipped("history within preserve window", token_usage=before.usage)
+    if script.ndb.compacting:
+        return skipped("a compaction is already running")
+    script.ndb.compacting = True
+    try:
+        summary, error = yield summarize(script, to_compact)
+    finally:
+        script.ndb.compacting = False
+    if error:
+        logger.log_warn(f"AI {script.key}: {kind} compaction abandoned: {error}")
+        return {"success": False, "kind": kind, "error": error}
+    return _replace(script, character, kind, summary, to_compact, before)
+
+
+def _replace(script, character, kind, summary, to_compact, before):
+    """Store the summary in place of ``to_compact`` and archive it; return the result."""
+    model = script.history.model
+    compacted_tokens = sum(message["token_count"] for message in to_compact)
+    successive = previous_successive_count(to_compact) + 1
+    now = timezone.now()
+    marker = {
+        "role": "system",
+        "content": f"{SUMMARY_MARKER}\n{summary}",
+        "metadata": {
+            "type": "compaction",
+            "kind": kind,
+            "compacted_count": len(to_compact),
+            "compacted_at": now.isoformat(),
+            "original_token_count": compacted_tokens,
+            "successive_compactions": successive,
+        },
+    }
+    summary_tokens = count_message_tokens(marker, model)
+    marker["metadata"]["summary_token_count"] = summary_tokens
+    if summary_tokens >= compacted_tokens:
+        error = (
+            f"the summary ({summary_tokens} tokens) is not smaller than the "
+            f"{compacted_tokens} tokens it would replace"
+        )
+        logger.log_warn(f"AI {script.key}: {kind} compaction refused: {error}")
+        return {"success": False, "kind": kind, "error": error}
+    try:
+        stored = script.history.replace_with_summary(to_compact, marker)
+    except HistoryChanged as err:
+        return {"success": False, "kind": kind, "error": str(err)}
+    add_entry(
+        character,
+        f"{SYNTHESIS_MARKER}\n{summary}",
+        source_type="compaction",
+        importance=7,
+        tags=["compaction", "synthesis"],
+        entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
+        source_message_ids=[message["id"] for message in to_compact],
+    )
+    script.db.last_compaction = now.isoformat()
+    after = measure_context(script, character)
+    reduction = (1 - after.history_tokens / before.history_tokens) * 100
+    logger.log_info(
+        f"Context compaction: {len(to_compact)} messages → summary, "
+        f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
+    )
+    if successive >= ACCURACY_WARNING_AT:
+        logger.log_warn(
+            f"AI {script.key}: {successive} successive compactions; summaries of summaries "
+            "lose accuracy: check the journal's synthesis entries"
+        )
+    result = {
+        "success": True,
+        "kind": kind,
+        "compacted_messages": len(to_compact),
+        "preserved_messages": after.message_count - 1,
+        "original_tokens": before.history_tokens,
+        "new_tokens": after.history_tokens,
+        "reduction_pct": reduction,
+        "summary_tokens": summary_tokens,
+        "usage_before": before.usage,
+        "usage_after": after.usage,
+        "successive_compactions": successive,
+        "summary_id": stored["id"],
+    }
+    announce_compaction(script, character, result)
+    return result

@@ -1,0 +1,36 @@
+"""Telling builders (on a log channel) and, if wished, the room that compaction ran."""
+
+from evennia.comms.models import ChannelDB
+from evennia.utils import create, logger
+
+from ..config import ai_setting
+
+CHANNEL_LOCKS = "control:perm(Developer);listen:perm(Builder);send:false()"
+
+
+def log_channel():
+    """Return the builders' AI log channel, creating it if it does not exist."""
+    name = ai_setting("AI_LOG_CHANNEL")
+    found = ChannelDB.objects.channel_search(name, exact=True)
+    if found:
+        return found[0]
+    return create.create_channel(name, locks=CHANNEL_LOCKS, desc="AI assistant events")
+
+
+def announce_compaction(script, character, result):
+    """Report a finished compaction on the log channel, and to the room if configured."""
+    text = (
+        f"{character.key} compacted its context ({result['kind']}): "
+        f"{result['compacted_messages']} messages into a summary, "
+        f"{result['original_tokens']}→{result['new_tokens']} tokens "
+        f"({result['reduction_pct']:.0f}% less), compaction #{result['successive_compactions']} "
+        "in a row"
+    )
+    try:
+        log_channel().msg(text)
+    except Exception:
+        logger.log_trace(f"AI {script.key}: could not post to the log channel")
+    if script.get_config("compact_notify_room") and character.location:
+        character.location.msg_contents(
+            f"{character.key} pauses and gathers their thoughts.", exclude=[character]
+        )

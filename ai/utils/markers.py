@@ -1,0 +1,8 @@
+"""Markers that several parts of the contrib (and the offline engine) must agree on."""
+
+# The first line of the system message that replaces compacted history.
+SUMMARY_MARKER = "[CONTEXT SUMMARY]"
+# The first line of the journal entry that archives a compaction's summary.
+SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
+# The first line of the transcript that a summary call receives.
+TRANSCRIPT_HEADER = "Conversation to summarize:"
