@@ -91,27 +91,40 @@ def chunk_for_window(messages, limit, model):
 
 @defer.inlineCallbacks
 def summarize(script, messages):
-    """Summarize ``messages``, in chunks merged into one summary when they do not fit.
+    """Summarize ``messages``; in chunks, merged into one summary, when they do not fit.
+
+    The partial summaries are merged by one more call when they fit its window together;
+    otherwise they are joined as they are (merging again could loop without shrinking).
 
     Returns:
         Deferred: Fires with ``(summary text or None, error text or None)``.
     """
     model = summary_model(script)
     limit = max(summarizer_window(script) - SUMMARY_RESERVE_TOKENS, 200)
-    chunks = chunk_for_window(messages, limit, model)
     summaries = []
-    for chunk in chunks:
-        answer = yield generate_context_summary(script, chunk)
-        if not answer.ok:
-            return None, f"summary call failed ({answer.error_kind}): {answer.error}"
-        if not answer.content.strip():
-            return None, "the summary came back empty"
-        summaries.append(answer.content.strip())
+    for chunk in chunk_for_window(messages, limit, model):
+        summary, error = yield _summarize_once(script, chunk)
+        if error:
+            return None, error
+        summaries.append(summary)
     if len(summaries) == 1:
         return summaries[0], None
     partial = [{"role": "system", "content": f"{SUMMARY_MARKER}\n{text}"} for text in summaries]
-    merged = yield summarize(script, partial)
+    if len(chunk_for_window(partial, limit, model)) > 1:
+        return "\n".join(summaries), None
+    merged = yield _summarize_once(script, partial)
     return merged
+
+
+@defer.inlineCallbacks
+def _summarize_once(script, messages):
+    """Make one summary call; return ``(summary, None)`` or ``(None, why it failed)``."""
+    answer = yield generate_context_summary(script, messages)
+    if not answer.ok:
+        return None, f"summary call failed ({answer.error_kind}): {answer.error}"
+    if not answer.content.strip():
+        return None, "the summary came back empty"
+    return answer.content.strip(), None
 
 
 def previous_successive_count(messages):

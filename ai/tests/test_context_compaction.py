@@ -1,0 +1,360 @@
+"""Compaction: the seeds' five test classes and every guarantee beyond the seeds."""
+
+import re
+from unittest.mock import patch
+
+from evennia.utils.idmapper.models import flush_cache
+from twisted.internet import reactor
+
+from ai.helpers.journal import journal_entries
+from ai.models import ConversationMessage
+from ai.sleep import run_sleep_tick
+from ai.sleep.compaction import compact_conversation_history, split_history
+
+from .support import AssistantTestCase, ScriptedLLM, wait_for
+
+FACTS = [
+    "Char says: I buried 40 gold coins under the old oak in Mirkwood.",
+    "Char2 says: The password for the cellar door is swordfish.",
+    "Char says: I promised Char2 to deliver 12 iron ingots on Friday.",
+    "Char2 says: My horse is called Thunder and she is seven years old.",
+    "Char says: The blacksmith Gorm lives by the north gate of Dale.",
+    "Char2 says: We agreed to meet at the Prancing Pony at dawn tomorrow.",
+    "Char says: The dragon Smaug sleeps under the Lonely Mountain.",
+    "Char2 says: I owe the innkeeper Butterbur 3 silver pennies.",
+]
+
+
+def fill(script, lines=FACTS, replies=True):
+    """Append each line as a user message, with an assistant reply after it."""
+    for line in lines:
+        script.append_message({"role": "user", "content": line})
+        if replies:
+            script.append_message({"role": "assistant", "content": "Understood, I will remember."})
+
+
+def size_window(script, usage):
+    """Set ``max_context_tokens`` so that the next call uses ``usage`` of it."""
+    script.set_config("max_context_tokens", int(script.context_usage().total_tokens / usage))
+
+
+def live_snapshot(script):
+    return [(m["id"], m["role"], m["content"]) for m in script.conversation_history]
+
+
+class CompactionTestCase(AssistantTestCase):
+    """A small window, so that the preserve window's 20% floor stays under four messages."""
+
+    def setUp(self):
+        super().setUp()
+        self.script.set_config("max_context_tokens", 256)
+        self.script.set_config("compact_preserve_window", 4)
+
+    def compact(self, force=True, **kwargs):
+        return wait_for(
+            compact_conversation_history(self.script, self.assistant, force=force, **kwargs)
+        )
+
+
+class TestCompactConversationHistorySkips(CompactionTestCase):
+    def test_disabled(self):
+        fill(self.script)
+        self.script.set_config("compact_enabled", False)
+        self.assertEqual(
+            self.compact(force=False), {"skipped": True, "reason": "compaction disabled"}
+        )
+
+    def test_no_history(self):
+        self.assertEqual(self.compact(), {"skipped": True, "reason": "no history"})
+
+    def test_below_threshold(self):
+        self.script.set_config("max_context_tokens", 100000)
+        fill(self.script)
+        result = self.compact(force=False)
+        self.assertTrue(result["skipped"])
+        self.assertRegex(result["reason"], r"^below threshold \(\d+\.\d% < 70%\)$")
+        self.assertLess(result["token_usage"], 0.7)
+
+    def test_history_within_preserve_window(self):
+        fill(self.script, FACTS[:2])
+        result = self.compact()
+        self.assertEqual(result["reason"], "history within preserve window")
+
+
+class TestCompactConversationHistoryExecution(CompactionTestCase):
+    def setUp(self):
+        super().setUp()
+        fill(self.script)
+
+    def test_old_messages_become_one_summary_and_the_window_stays(self):
+        before = self.script.conversation_history
+        result = self.compact()
+        self.assertTrue(result["success"])
+        history = self.script.conversation_history
+        self.assertEqual(len(history), 5)
+        self.assertEqual([m["id"] for m in history[1:]], [m["id"] for m in before[-4:]])
+        summary = history[0]
+        self.assertEqual(summary["role"], "system")
+        self.assertTrue(summary["content"].startswith("[CONTEXT SUMMARY]\n"))
+        self.assertIn(
+            "Char: I buried 40 gold coins under the old oak in Mirkwood.", summary["content"]
+        )
+        metadata = summary["metadata"]
+        self.assertEqual(metadata["type"], "compaction")
+        self.assertEqual(metadata["compacted_count"], 12)
+        self.assertEqual(
+            metadata["original_token_count"], sum(m["token_count"] for m in before[:12])
+        )
+        self.assertEqual(metadata["summary_token_count"], summary["token_count"])
+        self.assertEqual(metadata["successive_compactions"], 1)
+        self.assertEqual(result["compacted_messages"], 12)
+        self.assertEqual(result["preserved_messages"], 4)
+        self.assertAlmostEqual(
+            result["reduction_pct"], (1 - result["new_tokens"] / result["original_tokens"]) * 100
+        )
+        self.assertEqual(self.script.history.totals(), (sum(m["token_count"] for m in history), 5))
+
+    def test_only_the_messages_to_compact_are_sent_with_the_custom_prompt_and_model(self):
+        self.script.set_config("compact_prompt", "Condense this, keep names.")
+        with ScriptedLLM("Char buried coins; Char2 knows the password.") as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact()
+        self.assertTrue(result["success"])
+        self.assertEqual(len(llm.calls), 1)
+        system, user = llm.calls[0]
+        self.assertEqual(system, {"role": "system", "content": "Condense this, keep names."})
+        self.assertIn("Mirkwood", user["content"])
+        self.assertNotIn("Butterbur", user["content"], "preserved messages are not sent")
+
+    def test_compacts_at_the_sleep_threshold_without_force(self):
+        self.assertGreaterEqual(self.script.context_usage().usage, 0.7)
+        self.assertTrue(self.compact(force=False)["success"])
+
+
+class TestCompactConversationHistoryJournal(CompactionTestCase):
+    def test_a_synthesis_entry_archives_the_summary(self):
+        fill(self.script)
+        with patch("ai.sleep.compaction.logger.log_info") as log_info:
+            result = self.compact()
+        entry = journal_entries(self.assistant)[-1]
+        self.assertRegex(entry["id"], r"^compact_\d{8}_\d{6}$")
+        self.assertTrue(entry["content"].startswith("[CONTEXT SYNTHESIS]\n"))
+        self.assertIn("swordfish", entry["content"])
+        self.assertEqual((entry["source_type"], entry["importance"]), ("compaction", 7))
+        self.assertEqual(entry["tags"], ["compaction", "synthesis"])
+        self.assertEqual(len(entry["source_message_ids"]), result["compacted_messages"])
+        self.assertIsNotNone(self.script.db.last_compaction)
+        self.assertRegex(
+            log_info.call_args.args[0],
+            r"^Context compaction: 12 messages → summary, \d+→\d+ tokens \(\d+% reduction\)$",
+        )
+
+
+class TestEmergencyCompaction(CompactionTestCase):
+    def setUp(self):
+        super().setUp()
+        fill(self.script, FACTS * 3)
+        # The frame (instructions, tool schemas) is much of a small window: size it so that
+        # history pushes usage just over 80%.
+        size_window(self.script, 0.82)
+
+    def test_an_awake_tick_over_the_threshold_extracts_compacts_and_goes_on(self):
+        self.assertGreaterEqual(self.script.context_usage().usage, 0.8)
+        self.char1.execute_cmd("say Where did I bury the gold coins?")
+        with patch("ai.assistant_script.logger.log_warn") as log_warn:
+            result = self.tick()
+        self.assertRegex(
+            log_warn.call_args_list[0].args[0],
+            r"^Emergency compaction triggered: \d+% context usage$",
+        )
+        emergency = result["emergency"]
+        self.assertTrue(emergency["pre_compaction_extraction"]["success"])
+        self.assertLessEqual(emergency["pre_compaction_extraction"]["iterations"], 3)
+        self.assertTrue(emergency["context_compaction"]["success"])
+        self.assertEqual(emergency["context_compaction"]["kind"], "emergency")
+        self.assertFalse(emergency["still_over_threshold"])
+        self.assertEqual(result["status"], "replied")
+        self.assertIn("40 gold coins", result["reply"])
+
+    def test_below_the_threshold_nothing_happens(self):
+        self.script.set_config("max_context_tokens", 100000)
+        self.assertIsNone(self.tick()["emergency"])
+
+    def test_a_huge_preserved_message_does_not_cause_a_compaction_loop(self):
+        self.script.append_message(
+            {"role": "user", "content": "Char says: " + "lorem ipsum " * 400}
+        )
+        first = self.tick()["emergency"]
+        self.assertTrue(first["still_over_threshold"])
+        with patch("ai.assistant_script.run_pre_compaction_extraction") as extraction:
+            second = self.tick()
+        extraction.assert_not_called()
+        self.assertEqual(
+            second["emergency"]["reason"], "still over the threshold, history unchanged"
+        )
+        self.assertEqual(second["status"], "idle", "the tick goes on")
+
+
+class TestSleepPhaseIntegration(CompactionTestCase):
+    def test_dreaming_extracts_then_compacts(self):
+        fill(self.script, FACTS * 3)
+        size_window(self.script, 0.75)
+        results = wait_for(run_sleep_tick(self.script, self.assistant))
+        extraction = results["pre_compaction_extraction"]
+        self.assertTrue(extraction["success"])
+        self.assertGreater(extraction["facts_recorded"], 0)
+        self.assertTrue(results["context_compaction"]["success"])
+        kinds = [entry["source_type"] for entry in journal_entries(self.assistant)]
+        self.assertEqual(kinds[-1], "compaction")
+        self.assertEqual(set(kinds[:-1]), {"pre_compaction"}, "facts were journaled first")
+
+    def test_nothing_runs_below_the_sleep_threshold(self):
+        self.script.set_config("max_context_tokens", 100000)
+        fill(self.script)
+        results = wait_for(run_sleep_tick(self.script, self.assistant))
+        self.assertEqual(results["pre_compaction_extraction"]["reason"], "compaction not due")
+        self.assertTrue(results["context_compaction"]["skipped"])
+
+    def test_the_script_runs_the_pipeline_while_dreaming(self):
+        fill(self.script, FACTS * 3)
+        size_window(self.script, 0.75)
+        self.script.fall_asleep("test")
+        self.assertEqual(self.tick()["phase"], "dozing")
+        dreaming = self.tick()
+        self.assertTrue(dreaming["memory"]["context_compaction"]["success"])
+        self.assertEqual(dreaming["memory"]["context_compaction"]["kind"], "sleep")
+
+
+class TestBeyondTheSeeds(CompactionTestCase):
+    def test_the_split_keeps_a_tool_call_with_its_results(self):
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "review_journal", "arguments": "{}"},
+        }
+        fill(self.script, FACTS[:5])
+        self.script.append_message({"role": "assistant", "content": None, "tool_calls": [call]})
+        self.script.append_message({"role": "tool", "tool_call_id": "c1", "content": "empty"})
+        fill(self.script, FACTS[5:6])
+        history = self.script.conversation_history
+        to_compact, to_preserve = split_history(history, 3, 256)
+        self.assertEqual(to_preserve[0]["role"], "assistant", "the boundary moved back to the call")
+        self.assertEqual(len(to_preserve), 4)
+        self.assertEqual(to_compact + to_preserve, history)
+
+    def test_the_preserve_window_is_at_least_20_percent_of_the_context(self):
+        fill(self.script)
+        history = self.script.conversation_history
+        per_message = max(m["token_count"] for m in history)
+        _, to_preserve = split_history(history, 2, per_message * 40)
+        share = sum(m["token_count"] for m in to_preserve)
+        self.assertGreater(len(to_preserve), 2)
+        self.assertLessEqual(share, 0.2 * per_message * 40)
+
+    def test_messages_appended_during_the_summary_call_are_kept_in_order(self):
+        fill(self.script)
+        with ScriptedLLM(0.3) as llm:
+            self.script.set_config("compact_model", llm.model)
+            llm.steps = [0.3]
+            pending = compact_conversation_history(self.script, self.assistant, force=True)
+            reactor.iterate(0.05)
+            late = self.script.append_message({"role": "user", "content": "Char says: a late line"})
+            result = wait_for(pending)
+        self.assertTrue(result["success"])
+        history = self.script.conversation_history
+        self.assertEqual(history[-1]["id"], late["id"])
+        self.assertEqual(len(history), 1 + 4 + 1)
+        self.assertEqual(self.script.history.totals()[1], 6)
+
+    def test_a_failed_timed_out_or_empty_summary_changes_nothing(self):
+        fill(self.script)
+        before = live_snapshot(self.script)
+        cases = [
+            (ValueError("model exploded"), "summary call failed (api_error)"),
+            ("   ", "the summary came back empty"),
+        ]
+        for step, reason in cases:
+            with self.subTest(reason=reason), ScriptedLLM(step, step, step) as llm:
+                self.script.set_config("compact_model", llm.model)
+                result = self.compact()
+                self.assertFalse(result["success"])
+                self.assertIn(reason, result["error"])
+                self.assertEqual(live_snapshot(self.script), before)
+        with ScriptedLLM(2.0) as llm, self.settings(AI_LLM_TIMEOUT=0.2, AI_LLM_MAX_RETRIES=0):
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact()
+        self.assertIn("summary call failed (timeout)", result["error"])
+        self.assertEqual(live_snapshot(self.script), before)
+        self.assertEqual(ConversationMessage.objects.filter(is_live=False).count(), 0)
+        self.assertEqual(journal_entries(self.assistant), [])
+
+    def test_a_reload_during_the_summary_call_leaves_history_intact(self):
+        fill(self.script)
+        before = live_snapshot(self.script)
+        with ScriptedLLM(0.5) as llm:
+            self.script.set_config("compact_model", llm.model)
+            pending = compact_conversation_history(self.script, self.assistant, force=True)
+            reactor.iterate(0.05)
+            # A reload now keeps what the database holds: the whole history, nothing half-done.
+            flush_cache()
+            reloaded = self.assistant.__class__.objects.get(id=self.assistant.id).assistant_script
+            self.assertEqual(live_snapshot(reloaded), before)
+            self.assertEqual(ConversationMessage.objects.filter(is_live=False).count(), 0)
+            self.assertEqual(journal_entries(self.assistant), [])
+            wait_for(pending)  # a reload would drop this Deferred; the test must not leak it
+
+    def test_replaced_messages_are_archived_and_linked_not_deleted(self):
+        fill(self.script)
+        before = self.script.conversation_history
+        result = self.compact()
+        archived = self.script.history.archived_by(result["summary_id"])
+        self.assertEqual([m["id"] for m in archived], [m["id"] for m in before[:12]])
+        self.assertEqual(ConversationMessage.objects.count(), len(before) + 1)
+        self.assertTrue(
+            all(
+                not row.is_live
+                for row in ConversationMessage.objects.filter(replaced_by_id=result["summary_id"])
+            )
+        )
+
+    def test_an_earlier_summary_is_folded_in_and_successive_compactions_counted(self):
+        fill(self.script, FACTS[:4])
+        fill(self.script, FACTS[4:])
+        self.compact()
+        fill(self.script, ["Char says: The ferry to Laketown leaves at 9 in the morning."] * 1)
+        fill(self.script, FACTS[:3], replies=False)
+        second = self.compact()
+        self.assertEqual(second["successive_compactions"], 2)
+        summary = self.script.conversation_history[0]["content"]
+        self.assertIn("Mirkwood", summary, "the first summary's facts survive in the second")
+        self.assertIn("Laketown", summary)
+        fill(self.script, FACTS[3:8])
+        with patch("ai.sleep.compaction.logger.log_warn") as log_warn:
+            third = self.compact()
+        self.assertEqual(third["successive_compactions"], 3)
+        self.assertIn("3 successive compactions", log_warn.call_args.args[0])
+
+    def test_a_summary_that_is_not_smaller_is_refused(self):
+        fill(self.script)
+        before = live_snapshot(self.script)
+        with ScriptedLLM(*["word " * 2000] * 10) as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact()
+        self.assertFalse(result["success"])
+        self.assertRegex(
+            result["error"], r"summary \(\d+ tokens\) is not smaller than the \d+ tokens"
+        )
+        self.assertEqual(live_snapshot(self.script), before)
+
+    def test_messages_too_large_for_the_summarizer_are_summarized_in_chunks_and_merged(self):
+        fill(self.script, FACTS * 3)
+        with ScriptedLLM(*["Short part summary."] * 20) as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.script.set_config("max_context_tokens", 800)  # the summarizer's window
+            result = self.compact()
+        self.assertTrue(result["success"])
+        self.assertGreater(len(llm.calls), 2)
+        merge_call = llm.calls[-1][1]["content"]
+        self.assertIn("[CONTEXT SUMMARY]\nShort part summary.", merge_call)
+        for call in llm.calls:
+            self.assertLessEqual(len(call[1]["content"]) // 4, 800)

@@ -1,0 +1,112 @@
+"""Pre-compaction fact extraction: entry conditions, the signal, stop conditions, results."""
+
+from django.test import override_settings
+from twisted.internet import reactor
+
+from ai.helpers.journal import journal_entries
+from ai.sleep.extraction import run_pre_compaction_extraction
+
+from .support import AssistantTestCase, ScriptedLLM, wait_for
+from .test_context_compaction import FACTS, fill
+
+JOURNAL = ("add_journal_entry", {"content": "Char buried 40 gold coins in Mirkwood"})
+
+
+class ExtractionTestCase(AssistantTestCase):
+    def extract(self, **kwargs):
+        return wait_for(run_pre_compaction_extraction(self.script, self.assistant, **kwargs))
+
+
+class TestEntryConditions(ExtractionTestCase):
+    def test_disabled(self):
+        fill(self.script)
+        self.script.set_config("pre_compact_extraction_enabled", False)
+        result = self.extract()
+        self.assertEqual((result["success"], result["reason"]), (False, "extraction disabled"))
+
+    def test_needs_at_least_five_messages(self):
+        fill(self.script, FACTS[:2])
+        self.assertEqual(self.extract()["reason"], "fewer than 5 messages")
+        fill(self.script, FACTS[2:3], replies=False)
+        self.assertNotIn("reason", self.extract())
+
+
+class TestOfflineExtraction(ExtractionTestCase):
+    def test_journals_one_fact_per_iteration_naming_its_message_then_noops(self):
+        fill(self.script, FACTS[:3])
+        result = self.extract()
+        self.assertEqual(
+            result, {"success": True, "facts_recorded": 3, "iterations": 4, "stop_reason": "noop"}
+        )
+        entries = journal_entries(self.assistant)
+        self.assertEqual(
+            entries[0]["content"],
+            "Char said: I buried 40 gold coins under the old oak in Mirkwood.",
+        )
+        self.assertEqual(entries[0]["source_type"], "pre_compaction")
+        first_message = self.script.conversation_history[0]
+        self.assertEqual(entries[0]["source_message_ids"], [first_message["id"]])
+
+    def test_the_iteration_limit_holds_and_sleep_defaults_to_five(self):
+        fill(self.script)
+        self.assertEqual(self.extract(max_iterations=3)["iterations"], 3)
+        self.assertEqual(len(journal_entries(self.assistant)), 3)
+        result = self.extract()
+        self.assertEqual((result["iterations"], result["stop_reason"]), (5, "max_iterations"))
+        self.assertEqual(len(journal_entries(self.assistant)), 8)
+
+
+class TestStopConditionsAndSignal(ExtractionTestCase):
+    def setUp(self):
+        super().setUp()
+        fill(self.script, FACTS[:3])
+
+    def run_scripted(self, *steps, **kwargs):
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            return self.extract(**kwargs), llm
+
+    def test_noop(self):
+        result, _ = self.run_scripted([JOURNAL], [("noop", {})])
+        self.assertEqual((result["stop_reason"], result["facts_recorded"]), ("noop", 1))
+
+    def test_no_tool_call(self):
+        result, _ = self.run_scripted("I have nothing to add.")
+        self.assertEqual((result["stop_reason"], result["iterations"]), ("no_tool_call", 1))
+
+    def test_a_non_journal_tool_stops_without_running(self):
+        result, _ = self.run_scripted([("say", {"message": "hi"})])
+        self.assertEqual((result["stop_reason"], result["facts_recorded"]), ("tool_not_allowed", 0))
+
+    def test_the_custom_prompt_is_used(self):
+        self.script.set_config("pre_compact_prompt", "Journal only the passwords.")
+        _, llm = self.run_scripted([("noop", {})])
+        self.assertEqual(
+            llm.calls[0][-1], {"role": "user", "content": "Journal only the passwords."}
+        )
+        self.assertIn("Mirkwood", " ".join(m["content"] or "" for m in llm.calls[0]))
+
+    def test_the_signal_is_set_during_extraction_and_cleared_after(self):
+        with ScriptedLLM(0.3) as llm:
+            self.script.set_config("llm_model", llm.model)
+            pending = run_pre_compaction_extraction(self.script, self.assistant)
+            reactor.iterate(0.05)
+            self.assertIs(self.script.db.context_signals["pre_compaction"], True)
+            wait_for(pending)
+        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+
+    @override_settings(AI_LLM_MAX_RETRIES=0)
+    def test_the_signal_is_cleared_on_failure_too(self):
+        result, _ = self.run_scripted(ValueError("model down"))
+        self.assertFalse(result["success"])
+        self.assertEqual(result["stop_reason"], "llm_error")
+        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+
+    def test_the_signal_is_cleared_when_the_loop_raises(self):
+        from unittest.mock import patch
+
+        with patch("ai.sleep.extraction.run_react_loop", side_effect=RuntimeError("bug")):
+            with patch("ai.sleep.extraction.logger.log_trace"):
+                result = self.extract()
+        self.assertEqual(result["reason"], "extraction failed: bug")
+        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
