@@ -7,12 +7,20 @@ from ast import literal_eval
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
+from evennia.utils import evmore, logger
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
+from twisted.internet import defer
 
 from .config import SCRIPT_CONFIG, ConfigError
+from .helpers.journal import journal_entries
+from .models import ConversationMessage
+from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
+from .sleep.extraction import run_pre_compaction_extraction
+from .utils.markers import SUMMARY_MARKER
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
+PREVIEW_CHARS = 80
 
 
 def find_assistant(caller, name):
@@ -165,8 +173,281 @@ class CmdAiConfig(MuxCommand):
         self.caller.msg(f"Configuration of {assistant.key}:\n{table}")
 
 
+def preview(message, width=PREVIEW_CHARS):
+    """Return one line of at most ``width`` characters that stands for ``message``."""
+    metadata = message.get("metadata") or {}
+    if metadata.get("type") == "compaction":
+        text = (
+            f"{SUMMARY_MARKER} {metadata.get('compacted_count', '?')} msgs, "
+            f"{metadata.get('kind', '?')}, successive #{metadata.get('successive_compactions', 1)}"
+        )
+    elif message.get("tool_calls"):
+        text = " ".join(
+            f"→ {call['function']['name']}({call['function'].get('arguments', '')})"
+            for call in message["tool_calls"]
+        )
+    else:
+        text = message.get("content") or ""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def when(iso):
+    """Return an ISO timestamp as ``YYYY-MM-DD HH:MM:SS``, or ``never`` for None."""
+    return iso[:19].replace("T", " ") if iso else "never"
+
+
+def message_table(messages):
+    """Return an EvTable of history messages: position, id, role, tokens and a preview."""
+    table = EvTable("|w#|n", "|wid|n", "|wrole|n", "|wtokens|n", "|wpreview|n", border="header")
+    for message in messages:
+        table.add_row(
+            message["position"],
+            message["id"],
+            message["role"],
+            message["token_count"],
+            preview(message),
+        )
+    return table
+
+
+def summaries_of(script):
+    """Return the rows of every compaction summary of ``script`` (live or archived), oldest first."""
+    rows = ConversationMessage.objects.filter(db_script_id=script.id, role="system").order_by("id")
+    return [row for row in rows if (row.metadata or {}).get("type") == "compaction"]
+
+
+class CmdAiHistory(MuxCommand):
+    """
+    Inspect an assistant's context: usage, live history, journal and compactions.
+
+    Usage:
+      aihistory [<assistant>]
+      aihistory/journal [<assistant>]
+      aihistory/compactions [<assistant>]
+      aihistory/archived [<assistant>] <summary id>
+
+    Switches:
+      journal     - the journal's entries, newest last (compaction syntheses too)
+      compactions - every compaction summary, live or archived, and the syntheses
+      archived    - the messages that one summary replaced
+
+    Without a name, the only assistant in the room is shown. The plain form shows
+    how full the context is against the compaction thresholds, then the live
+    history; summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k".
+
+    Examples:
+      aihistory
+      aihistory/compactions helper
+      aihistory/archived helper 42
+    """
+
+    key = "aihistory"
+    switch_options = ("journal", "compactions", "archived")
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        name = self.args.strip()
+        if "archived" in self.switches:
+            name, _, summary_id = name.rpartition(" ")
+            if not summary_id.isdigit():
+                self.caller.msg("Usage: aihistory/archived [<assistant>] <summary id>")
+                return
+        assistant = find_assistant(self.caller, name.strip())
+        if assistant is None:
+            return
+        script = assistant.assistant_script
+        if "journal" in self.switches:
+            text = self.journal(assistant)
+        elif "compactions" in self.switches:
+            text = self.compactions(assistant, script)
+        elif "archived" in self.switches:
+            text = self.archived(assistant, script, int(summary_id))
+        else:
+            text = self.overview(assistant, script)
+        evmore.msg(self.caller, text, session=self.session)
+
+    def overview(self, assistant, script):
+        """Return the context usage against the thresholds, then the live history."""
+        try:
+            usage = script.context_usage()
+        except ValueError as err:
+            return f"Cannot measure the context of {assistant.key}: {err}"
+        config = script.effective_config()
+        thresholds = []
+        for label in ("sleep", "emergency"):
+            threshold = config[f"compact_{label}_threshold"]
+            state = "|rcrossed|n" if usage.usage >= threshold else "not reached"
+            thresholds.append(f"{label} {threshold:.0%} ({state})")
+        messages = script.history.messages()
+        lines = [
+            f"|w{assistant.key}|n context: {usage.total_tokens}/{usage.max_tokens} tokens "
+            f"({usage.usage:.1%}); thresholds: {', '.join(thresholds)}",
+            f"History: {usage.history_tokens} tokens ({usage.history_usage:.1%}) in "
+            f"{usage.message_count} messages. Model: {script.history.model}. "
+            f"Last compaction: {when(script.db.last_compaction)}.",
+        ]
+        for message in messages:
+            successive = message["metadata"].get("successive_compactions") or 0
+            if (
+                message["metadata"].get("type") == "compaction"
+                and successive >= ACCURACY_WARNING_AT
+            ):
+                lines.append(
+                    f"|rWarning:|n summary {message['id']} is compaction #{successive} in a "
+                    "row; accuracy degrades after several successive compactions. Check the "
+                    "journal's synthesis entries (aihistory/journal)."
+                )
+        lines.append(str(message_table(messages)) if messages else "No live history.")
+        return "\n".join(lines)
+
+    def journal(self, assistant):
+        """Return the journal's entries, oldest first."""
+        entries = journal_entries(assistant)
+        if not entries:
+            return f"{assistant.key}'s journal is empty."
+        table = EvTable(
+            "|wid|n", "|wimp|n", "|wsource|n", "|wtags|n", "|wpreview|n", border="header"
+        )
+        for entry in entries:
+            table.add_row(
+                entry["id"],
+                entry.get("importance", "?"),
+                entry.get("source_type", "?"),
+                ", ".join(entry.get("tags") or ()),
+                preview({"content": entry["content"]}),
+            )
+        return f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):\n{table}"
+
+    def compactions(self, assistant, script):
+        """Return every compaction summary with its metadata, and the synthesis entries' ids."""
+        summaries = summaries_of(script)
+        if not summaries:
+            return f"{assistant.key} has never compacted its context."
+        table = EvTable(
+            "|wid|n",
+            "|wstate|n",
+            "|wkind|n",
+            "|wcompacted at|n",
+            "|wmsgs|n",
+            "|wtokens|n",
+            "|wsuccessive|n",
+            border="header",
+        )
+        for summary in summaries:
+            metadata = summary.metadata
+            table.add_row(
+                summary.pk,
+                "live" if summary.is_live else f"archived in {summary.replaced_by_id}",
+                metadata.get("kind", "?"),
+                when(metadata.get("compacted_at")),
+                metadata.get("compacted_count", "?"),
+                f"{metadata.get('original_token_count', '?')} → "
+                f"{metadata.get('summary_token_count', '?')}",
+                metadata.get("successive_compactions", 1),
+            )
+        syntheses = [
+            entry["id"]
+            for entry in journal_entries(assistant)
+            if entry.get("source_type") == "compaction"
+        ]
+        return (
+            f"Compactions of |w{assistant.key}|n (oldest first):\n{table}\n"
+            f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}."
+        )
+
+    def archived(self, assistant, script, summary_id):
+        """Return the messages that the summary ``summary_id`` replaced."""
+        if summary_id not in {summary.pk for summary in summaries_of(script)}:
+            return (
+                f"{summary_id} is not a summary of {assistant.key}'s history; "
+                "see aihistory/compactions."
+            )
+        messages = script.history.archived_by(summary_id)
+        return f"Messages replaced by summary {summary_id}:\n{message_table(messages)}"
+
+
+@defer.inlineCallbacks
+def manual_compaction(script, character):
+    """Journal the history's facts, then compact it whatever its usage.
+
+    Returns:
+        Deferred: Fires with ``(extraction result, compaction result)``.
+    """
+    extraction = yield run_pre_compaction_extraction(script, character)
+    compaction = yield compact_conversation_history(script, character, force=True, kind="manual")
+    return extraction, compaction
+
+
+def compaction_report(extraction, compaction):
+    """Return one line telling a builder what a manual compaction did."""
+    note = extraction.get("reason") or (
+        None if extraction["success"] else f"extraction stopped: {extraction['stop_reason']}"
+    )
+    facts = f"{extraction['facts_recorded']} facts journaled" + (f" ({note})" if note else "")
+    if compaction.get("skipped"):
+        return f"{facts}; compaction skipped: {compaction['reason']}."
+    if not compaction["success"]:
+        return f"{facts}; compaction failed: {compaction['error']}."
+    text = (
+        f"{facts}; compacted {compaction['compacted_messages']} messages: "
+        f"{compaction['original_tokens']} → {compaction['new_tokens']} tokens "
+        f"({compaction['reduction_pct']:.0f}% less)."
+    )
+    if compaction["successive_compactions"] >= ACCURACY_WARNING_AT:
+        text += (
+            f" This is compaction #{compaction['successive_compactions']} in a row: "
+            "check the synthesis entries (aihistory/journal)."
+        )
+    return text
+
+
+class CmdAiCompact(MuxCommand):
+    """
+    Compact an assistant's context now, whatever its usage.
+
+    Usage:
+      aicompact [<assistant>]
+
+    The assistant first journals the facts of its history, then replaces all but
+    its preserve window with one summary. You are told when it is done; the
+    replaced messages stay readable with aihistory/archived.
+
+    Examples:
+      aicompact helper
+    """
+
+    key = "aicompact"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        caller = self.caller
+        assistant = find_assistant(caller, self.args.strip())
+        if assistant is None:
+            return
+        script = assistant.assistant_script
+        running = script.ndb.manual_compaction
+        if script.ndb.compacting or script.ndb.extracting or (running and not running.called):
+            caller.msg(f"{assistant.key} is already compacting; wait until it is done.")
+            return
+        caller.msg(f"{assistant.key} starts compacting: journaling facts, then summarizing.")
+
+        def report(results):
+            caller.msg(f"{assistant.key}: {compaction_report(*results)}")
+
+        def failed(failure):
+            logger.log_err(f"AI {script.key}: manual compaction failed: {failure.getTraceback()}")
+            caller.msg(f"{assistant.key}: compaction failed: {failure.getErrorMessage()}")
+
+        running = manual_compaction(script, assistant)
+        script.ndb.manual_compaction = running
+        running.addCallbacks(report, failed)
+
+
 class AssistantCmdSet(CmdSet):
-    """The assistant's commands: talk for everyone, aimode and aiconfig for builders."""
+    """The assistant's commands: talk for everyone, the ai* commands for builders."""
 
     key = "AssistantCmdSet"
 
@@ -174,3 +455,5 @@ class AssistantCmdSet(CmdSet):
         self.add(CmdTalk())
         self.add(CmdAiMode())
         self.add(CmdAiConfig())
+        self.add(CmdAiHistory())
+        self.add(CmdAiCompact())

@@ -63,7 +63,7 @@ def add_entry(
     journal = get_journal(character)
     entries = journal["entries"]
     entry = {
-        "id": entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}_{len(entries) + 1}",
+        "id": unique_id(entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}", entries),
         "timestamp": now.isoformat(),
         "content": content,
         "source_type": source_type,
@@ -74,6 +74,16 @@ def add_entry(
     entries.append(entry)
     character.db.journal = journal
     return entry
+
+
+def unique_id(wanted, entries):
+    """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if an entry already has it."""
+    taken = {entry["id"] for entry in entries}
+    candidate, number = wanted, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{wanted}_{number}"
+    return candidate
 
 
 def _words(text):

@@ -55,10 +55,18 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
             "facts_recorded": 0,
             "iterations": 0,
         }
+    if script.ndb.extracting:
+        return {
+            "success": False,
+            "reason": "an extraction is already running",
+            "facts_recorded": 0,
+            "iterations": 0,
+        }
     limit = max_iterations or config["pre_compact_max_iterations"]
     instruction = config["pre_compact_prompt"] or EXTRACTION_INSTRUCTION
     entries_before = len(journal_entries(character))
     _set_signal(script, True)
+    script.ndb.extracting = True
     try:
         loop = yield run_react_loop(
             script,
@@ -78,6 +86,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         }
     finally:
         _set_signal(script, False)
+        script.ndb.extracting = False
     facts = len(journal_entries(character)) - entries_before
     return {
         "success": loop.stop_reason != "llm_error",

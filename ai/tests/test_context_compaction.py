@@ -144,6 +144,10 @@ class TestCompactConversationHistoryJournal(CompactionTestCase):
         self.assertEqual(entry["tags"], ["compaction", "synthesis"])
         self.assertEqual(len(entry["source_message_ids"]), result["compacted_messages"])
         self.assertIsNotNone(self.script.db.last_compaction)
+        fill(self.script)
+        self.compact()
+        ids = [entry["id"] for entry in journal_entries(self.assistant)]
+        self.assertEqual(len(ids), len(set(ids)), "two compactions in one second get distinct ids")
         self.assertRegex(
             log_info.call_args.args[0],
             r"^Context compaction: 12 messages → summary, \d+→\d+ tokens \(\d+% reduction\)$",

@@ -110,3 +110,12 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
                 result = self.extract()
         self.assertEqual(result["reason"], "extraction failed: bug")
         self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+
+    def test_a_second_extraction_while_one_runs_is_refused(self):
+        with ScriptedLLM(0.3, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            pending = run_pre_compaction_extraction(self.script, self.assistant)
+            reactor.iterate(0.05)
+            self.assertEqual(self.extract()["reason"], "an extraction is already running")
+            wait_for(pending)
+        self.assertFalse(self.script.ndb.extracting)

@@ -1,0 +1,323 @@
+"""In-game commands around compaction: aihistory (and its switches) and aicompact."""
+
+import re
+from unittest.mock import patch
+
+from evennia.utils.test_resources import BaseEvenniaCommandTest
+from twisted.internet import defer
+
+from ai.commands import CmdAiCompact, CmdAiHistory
+from ai.helpers.journal import add_entry, journal_entries
+from ai.sleep.compaction import compact_conversation_history
+
+from .support import make_assistant, wait_for
+
+FACTS = [
+    "Char says: I buried 40 gold coins under the old oak in Mirkwood.",
+    "Char says: My sister Elena works as a blacksmith in Riverdale village.",
+    "Char says: The northern bridge collapsed during last winter's storm.",
+    "Char says: Captain Harlow keeps the harbour keys inside his blue coat.",
+    "Char says: The library closes early every Thursday for cleaning.",
+    "Char says: Wild boars roam the eastern forest after sunset.",
+]
+
+
+def summary(successive, **metadata):
+    """Return a compaction summary message with the given metadata."""
+    return {
+        "role": "system",
+        "content": "[CONTEXT SUMMARY]\nChar: The harbour opens at dawn every day.",
+        "metadata": {
+            "type": "compaction",
+            "kind": "sleep",
+            "compacted_count": 7,
+            "successive_compactions": successive,
+            **metadata,
+        },
+    }
+
+
+class CompactionCommandTestCase(BaseEvenniaCommandTest):
+    def setUp(self):
+        super().setUp()
+        self.assistant = make_assistant("Helper", self.room1)
+        self.script = self.assistant.assistant_script
+
+    def tell_facts(self, facts=FACTS):
+        for fact in facts:
+            self.script.append_message({"role": "user", "content": fact})
+            self.script.append_message({"role": "assistant", "content": "Noted, thank you."})
+
+    def make_compactable(self):
+        """Shrink the preserve window (by count and by the 20% token share) to 2 messages."""
+        self.script.set_config("compact_preserve_window", 2)
+        self.script.set_config("max_context_tokens", 256)
+
+    def compact(self):
+        result = wait_for(
+            compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+        )
+        self.assertTrue(result.get("success"), result)
+        return result
+
+
+class TestAiHistory(CompactionCommandTestCase):
+    def test_shows_usage_thresholds_and_live_history(self):
+        self.script.append_message({"role": "user", "content": FACTS[0]})
+        self.script.append_message(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "look", "arguments": '{"target": "oak"}'},
+                    }
+                ],
+            }
+        )
+        self.script.append_message(
+            {"role": "tool", "tool_call_id": "call_1", "content": "An old oak. " * 20}
+        )
+        usage = self.script.context_usage()
+        output = self.call(CmdAiHistory(), "Helper")
+        self.assertIn(
+            f"Helper context: {usage.total_tokens}/100000 tokens ({usage.usage:.1%}); "
+            "thresholds: sleep 70% (not reached), emergency 80% (not reached)",
+            output,
+        )
+        self.assertIn(
+            f"History: {usage.history_tokens} tokens ({usage.history_usage:.1%}) in 3 messages. "
+            "Model: offline/assistant. Last compaction: never.",
+            output,
+        )
+        user, call, result = self.script.history.messages()
+        self.assertRegex(
+            output, rf"0 +{user['id']} +user +{user['token_count']} +Char says: I buried 40 gold"
+        )
+        self.assertRegex(
+            output, rf"1 +{call['id']} +assistant +\d+ +→ look\(\{{\"target\": \"oak\"\}}\)"
+        )
+        self.assertRegex(output, rf"2 +{result['id']} +tool +")
+        self.assertIn(("An old oak. " * 7)[:79] + "…", output)
+        self.assertNotIn("Warning", output)
+
+    def test_names_the_thresholds_crossed(self):
+        self.script.set_config("max_context_tokens", 2000)
+        usage = self.script.context_usage().usage
+        sleep, emergency = round(usage - 0.05, 2), round(usage + 0.05, 2)
+        self.script.set_config("compact_sleep_threshold", sleep)
+        self.script.set_config("compact_emergency_threshold", emergency)
+        output = self.call(CmdAiHistory(), "")
+        self.assertIn(
+            f"thresholds: sleep {sleep:.0%} (crossed), emergency {emergency:.0%} (not reached)",
+            output,
+        )
+        self.assertIn("No live history.", output)
+
+    def test_says_when_the_context_cannot_be_measured(self):
+        self.script.set_config("llm_model", "openai/no-such-model")
+        self.script.set_config("max_context_tokens", None)
+        self.call(
+            CmdAiHistory(),
+            "Helper",
+            "Cannot measure the context of Helper: max_context_tokens is None and litellm does "
+            "not know the input window of 'openai/no-such-model': set max_context_tokens",
+        )
+
+    def test_shows_a_summary_marker_with_its_metadata(self):
+        self.tell_facts()
+        self.make_compactable()
+        result = self.compact()
+        output = self.call(CmdAiHistory(), "Helper")
+        self.assertRegex(
+            output,
+            rf"0 +{result['summary_id']} +system +{result['summary_tokens']} +\[CONTEXT SUMMARY\] "
+            rf"{result['compacted_messages']} msgs, manual, successive #1",
+        )
+        self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", output)
+        self.assertNotIn("Warning", output)
+
+    def test_warns_from_the_third_successive_compaction(self):
+        self.script.append_message(summary(2))
+        self.assertNotIn("Warning", self.call(CmdAiHistory(), "Helper"))
+        stored = self.script.append_message(summary(3))
+        output = self.call(CmdAiHistory(), "Helper")
+        self.assertIn(
+            f"Warning: summary {stored['id']} is compaction #3 in a row; accuracy degrades "
+            "after several successive compactions.",
+            output,
+        )
+
+    def test_long_output_is_paged(self):
+        self.tell_facts(FACTS * 5)
+        output = self.call(CmdAiHistory(), "Helper")
+        self.assertRegex(output, r"Page \[1/2\]")
+        self.assertIn(FACTS[0], output)
+        self.assertIsNotNone(self.char1.ndb._more)
+
+    def test_journal_lists_entries_newest_last_with_syntheses(self):
+        self.call(CmdAiHistory(), "/journal Helper", "Helper's journal is empty.")
+        add_entry(self.assistant, "Char likes apples.", "conversation", 4, tags=["char", "food"])
+        self.tell_facts()
+        self.make_compactable()
+        self.compact()
+        synthesis = journal_entries(self.assistant)[-1]
+        output = self.call(CmdAiHistory(), "/journal Helper")
+        self.assertIn("Journal of Helper (2 entries, newest last):", output)
+        self.assertRegex(output, r"journal_\S+ +4 +conversation +char, food +Char likes apples\.")
+        self.assertRegex(
+            output,
+            rf"{synthesis['id']} +7 +compaction +compaction, synthesis +\[CONTEXT SYNTHESIS\] Char:",
+        )
+        self.assertLess(output.index("Char likes apples"), output.index(synthesis["id"]))
+
+    def test_compactions_lists_live_and_archived_summaries(self):
+        self.call(CmdAiHistory(), "/compactions Helper", "Helper has never compacted its context.")
+        add_entry(self.assistant, "Char likes apples.", "conversation")
+        self.tell_facts(FACTS[:4])
+        self.make_compactable()
+        first = self.compact()
+        self.tell_facts(FACTS[4:])
+        second = self.compact()
+        metadata = self.script.history.messages()[0]["metadata"]
+        output = self.call(CmdAiHistory(), "/compactions Helper")
+        self.assertRegex(
+            output,
+            rf"{first['summary_id']} +archived in {second['summary_id']} +manual +\S+ \S+ +\d+ "
+            r"+\d+ → \d+ +1",
+        )
+        self.assertRegex(
+            output,
+            rf"{second['summary_id']} +live +manual +{metadata['compacted_at'][:10]} \S+ +"
+            rf"{metadata['compacted_count']} +{metadata['original_token_count']} → "
+            rf"{metadata['summary_token_count']} +2",
+        )
+        syntheses = [e["id"] for e in journal_entries(self.assistant)][1:]
+        self.assertEqual(len(syntheses), 2)
+        self.assertIn(f"Synthesis entries in the journal: {', '.join(syntheses)}.", output)
+
+    def test_archived_shows_the_replaced_messages(self):
+        self.tell_facts()
+        self.make_compactable()
+        result = self.compact()
+        output = self.call(CmdAiHistory(), f"/archived Helper {result['summary_id']}")
+        self.assertIn(f"Messages replaced by summary {result['summary_id']}:", output)
+        for fact in FACTS[:5]:
+            self.assertIn(fact, output)
+        self.assertNotIn(FACTS[5], output)
+        self.call(CmdAiHistory(), f"/archived {result['summary_id']}", "Messages replaced by")
+
+    def test_archived_refuses_what_is_not_this_assistants_summary(self):
+        message = self.script.append_message({"role": "user", "content": FACTS[0]})
+        other = make_assistant("Other", self.room2)
+        foreign = other.assistant_script.append_message(summary(1))
+        for wrong in (message["id"], foreign["id"], 9999):
+            self.call(
+                CmdAiHistory(),
+                f"/archived Helper {wrong}",
+                f"{wrong} is not a summary of Helper's history; see aihistory/compactions.",
+            )
+        self.call(
+            CmdAiHistory(),
+            "/archived Helper",
+            "Usage: aihistory/archived [<assistant>] <summary id>",
+        )
+
+    def test_locked_to_builders(self):
+        self.assertTrue(CmdAiHistory().access(self.char1, "cmd"))
+        self.assertFalse(CmdAiHistory().access(self.char2, "cmd"))
+
+
+class TestAiCompact(CompactionCommandTestCase):
+    def run_compact(self, args="Helper"):
+        """Run aicompact and wait for its report; return the report sent to the caller."""
+        self.call(
+            CmdAiCompact(), args, "Helper starts compacting: journaling facts, then summarizing."
+        )
+        with patch.object(self.char1, "msg") as msg:
+            wait_for(self.script.ndb.manual_compaction)
+        self.assertEqual(msg.call_count, 1)
+        return msg.call_args[0][0]
+
+    def test_journals_compacts_and_reports(self):
+        self.tell_facts()
+        # Extraction needs the history in its prompt: a window that holds it, whose 20% does not.
+        self.script.set_config("compact_preserve_window", 2)
+        self.script.set_config("max_context_tokens", 2000)
+        report = self.run_compact()
+        facts = [e for e in journal_entries(self.assistant) if e["source_type"] == "pre_compaction"]
+        history = self.script.history.messages()
+        match = re.fullmatch(
+            r"Helper: (\d+) facts journaled; compacted (\d+) messages: (\d+) → (\d+) tokens "
+            r"\((\d+)% less\)\.",
+            report,
+        )
+        self.assertIsNotNone(match, report)
+        self.assertEqual(int(match[1]), 5)
+        self.assertEqual(len(facts), 5)
+        self.assertEqual(int(match[2]), history[0]["metadata"]["compacted_count"])
+        self.assertEqual(int(match[4]), sum(m["token_count"] for m in history))
+        self.assertEqual(int(match[5]), round((1 - int(match[4]) / int(match[3])) * 100))
+        self.assertEqual(history[0]["metadata"]["kind"], "manual")
+
+    def test_reports_a_skip_and_why_nothing_was_journaled(self):
+        self.tell_facts(FACTS[:1])
+        self.call(
+            CmdAiCompact(),
+            "",
+            "Helper starts compacting: journaling facts, then summarizing.|"
+            "Helper: 0 facts journaled (fewer than 5 messages); "
+            "compaction skipped: history within preserve window.",
+        )
+
+    def test_reports_a_failed_summary(self):
+        self.tell_facts(["Char says: Hello!"] * 4)
+        self.make_compactable()
+        self.script.set_config("pre_compact_extraction_enabled", False)
+        report = self.run_compact()
+        self.assertEqual(
+            report,
+            "Helper: 0 facts journaled (extraction disabled); "
+            "compaction failed: the summary came back empty.",
+        )
+        self.assertEqual(len(self.script.history.messages()), 8)
+
+    def test_reports_an_error(self):
+        self.tell_facts()
+        with patch(
+            "ai.commands.compact_conversation_history",
+            return_value=defer.fail(RuntimeError("disk full")),
+        ):
+            report = self.run_compact()
+        self.assertEqual(report, "Helper: compaction failed: disk full")
+
+    def test_warns_from_the_third_successive_compaction(self):
+        self.script.append_message(summary(2))
+        self.tell_facts()
+        self.make_compactable()
+        report = self.run_compact()
+        self.assertIn(
+            "This is compaction #3 in a row: check the synthesis entries (aihistory/journal).",
+            report,
+        )
+
+    def test_refuses_while_a_compaction_runs(self):
+        self.tell_facts()
+        self.make_compactable()
+        self.script.ndb.compacting = True
+        self.call(CmdAiCompact(), "Helper", "Helper is already compacting; wait until it is done.")
+        self.script.ndb.compacting = False
+        self.call(CmdAiCompact(), "Helper", "Helper starts compacting")
+        running = self.script.ndb.manual_compaction
+        self.assertFalse(running.called)
+        self.call(CmdAiCompact(), "Helper", "Helper is already compacting; wait until it is done.")
+        self.assertIs(self.script.ndb.manual_compaction, running)
+        with patch.object(self.char1, "msg"):
+            wait_for(running)
+        self.call(CmdAiCompact(), "Helper", "Helper starts compacting")
+
+    def test_locked_to_builders(self):
+        self.assertTrue(CmdAiCompact().access(self.char1, "cmd"))
+        self.assertFalse(CmdAiCompact().access(self.char2, "cmd"))
