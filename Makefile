@@ -40,6 +40,7 @@ evennia-test: $(GAME_CONFIGURED)
 
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
+	$(BIN)/python bench/compaction.py
 
 format: $(STAMP)
 	$(BIN)/black --line-length 100 ai bench demo

@@ -1,8 +1,12 @@
 """Play a scripted conversation with an AI assistant in a throwaway Evennia game.
 
-Three players talk in a tavern; the assistant hears them through its real typeclass
-and answers on each tick, using the offline engine (no network, no API key). After
-every tick the driver prints the line, the reply and how full the assistant's context is.
+Three players talk in a tavern: they plant facts (names, numbers, promises, places) and
+ask about them later. The assistant hears them through its real typeclass and answers on
+each tick, using the offline engine (no network, no API key). Its context limit is small,
+so its history fills up and is compacted: in an emergency when a tick starts at 80% of the
+limit, and while it sleeps (the scenario sends it to sleep now and then) at 70%. The driver
+prints every tick and every compaction, then the compactions, the journal, and which
+planted facts can still be found in the live context or the journal.
 
 Usage (``make demo`` builds the game directory and runs this)::
 
@@ -10,14 +14,17 @@ Usage (``make demo`` builds the game directory and runs this)::
 
 ``GAME_DIR`` defaults to ``build/demo_game`` beside this repository's ``demo/`` folder;
 it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this script
-migrates it).
+migrates it). The exit code is 1 when a tick did not reply, when fewer than two
+compactions of each kind ran, or when a planted fact was lost.
 """
 
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 
 from twisted.internet import defer, reactor
+from twisted.python.failure import Failure
 
 ROOM = "Tavern"
 ASSISTANT = "Helper"
@@ -27,8 +34,19 @@ ROOM_TYPECLASS = "typeclasses.rooms.Room"
 PLAYER_TYPECLASS = "typeclasses.characters.Character"
 DEFAULT_GAME_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "demo_game")
 RULE = "-" * 78
+PREVIEW_CHARS = 64
 
-# (speaker, line): facts are planted first, questions about them come later.
+# A small window, so that a short conversation needs compacting several times.
+MAX_CONTEXT_TOKENS = 3500
+PRESERVE_WINDOW = 5
+REQUIRED_COMPACTIONS = {"emergency": 2, "sleep": 2}
+
+# A scenario step: the tavern goes quiet and the assistant sleeps for two ticks, dozing
+# (nothing runs) then dreaming (the sleep pipeline, which compacts at the sleep threshold).
+SLEEP = "sleep"
+SLEEP_TICKS = 2
+
+# (speaker, line) or SLEEP: facts are planted first, questions about them come later.
 SCENARIO = [
     ("Alice", "Hello Helper, good evening!"),
     ("Bob", "My name is Bob and I run the forge by the north gate."),
@@ -37,12 +55,70 @@ SCENARIO = [
     ("Bob", "The password for the cellar door is swordfish."),
     ("Carol", "My horse is called Thunder and she is seven years old."),
     ("Alice", "Where did Carol bury the gold coins?"),
+    ("Alice", "My brother Edwin keeps bees in the village of Riverrun."),
     ("Carol", "What is the password for the cellar door?"),
+    ("Bob", "The ferry to Port Ashby leaves at six bells every morning."),
+    ("Carol", "I promised to guard the bridge at Dunmere until midnight."),
+    ("Bob", "My apprentice Tomas lost three hammers in the river last week."),
     ("Bob", "How many iron ingots will Alice deliver to me?"),
+    ("Alice", "I owe the innkeeper 25 silver pieces since last winter."),
+    ("Carol", "The healer Mira lives at the end of Willow Lane."),
+    SLEEP,
     ("Alice", "What is the horse of Carol called?"),
+    ("Bob", "The dwarves of Khazad Gorm trade mithril for amber."),
+    ("Carol", "The map to the dragon lair is hidden in the chapel bell tower."),
+    ("Alice", "The harbour master Quentin charges 7 copper per crate."),
     ("Bob", "Where is my forge?"),
+    ("Carol", "My sister Elena captains the city watch at Greyhaven."),
+    ("Alice", "I will meet the wizard Orrin at the crossroads on Sunday."),
+    ("Bob", "The old mine entrance collapsed after the storm on Tuesday."),
+    ("Carol", "Who keeps bees in Riverrun?"),
+    ("Alice", "When does the ferry to Port Ashby leave?"),
+    ("Bob", "Where does the healer Mira live?"),
+    SLEEP,
+    ("Bob", "Who captains the city watch at Greyhaven?"),
+    ("Carol", "How much silver does Alice owe the innkeeper?"),
+    ("Alice", "Where is the map to the dragon lair hidden?"),
     ("Carol", "Who will win the archery tournament?"),
 ]
+
+# A distinctive string of each planted fact: it is kept if the string is still somewhere.
+PLANTED_FACTS = (
+    "north gate",
+    "40 gold coins",
+    "12 iron ingots",
+    "swordfish",
+    "Thunder",
+    "Edwin",
+    "Port Ashby",
+    "Dunmere",
+    "Tomas",
+    "25 silver",
+    "Willow Lane",
+    "Khazad Gorm",
+    "bell tower",
+    "Quentin",
+    "Greyhaven",
+    "Orrin",
+    "mine entrance",
+)
+
+
+@dataclass
+class Outcome:
+    """What a played scenario produced.
+
+    Attributes:
+        silent_ticks (int): Awake ticks that did not reply.
+        compactions (list): One dict per successful compaction: the compaction's result,
+            plus ``compacted_tokens`` (the replaced messages' tokens) and ``facts_lost``
+            (the facts planted so far that could no longer be found right after it).
+        spoken (list): The lines spoken so far.
+    """
+
+    silent_ticks: int = 0
+    compactions: list = field(default_factory=list)
+    spoken: list = field(default_factory=list)
 
 
 def boot_evennia(game_dir):
@@ -76,7 +152,7 @@ def remove_previous_cast():
 
 
 def build_cast():
-    """Create the tavern, its three players and the assistant.
+    """Create the tavern, its three players and the assistant, with the demo's small window.
 
     Returns:
         tuple: ``(players, assistant)``: players by name, and the AssistantCharacter.
@@ -89,20 +165,29 @@ def build_cast():
         for name in PLAYERS
     }
     assistant = create.create_object(ASSISTANT_TYPECLASS, key=ASSISTANT, location=room, home=room)
+    script = assistant.assistant_script
     # The driver plays the ticker: stop the script's own timer so only our ticks run.
-    assistant.assistant_script.stop()
+    script.stop()
+    script.set_config("max_context_tokens", MAX_CONTEXT_TOKENS)
+    script.set_config("compact_preserve_window", PRESERVE_WINDOW)
     return players, assistant
 
 
 def print_header(script):
-    """Print what is being run, with which model, and the context limit."""
+    """Print what is being run, with which model, and the context limit and thresholds."""
     from ai.llm_interaction import resolve_model
 
-    usage = script.context_usage()
+    config = script.effective_config()
     print(RULE)
     print(f"evennia-ai demo: {ASSISTANT} in the {ROOM} with {', '.join(PLAYERS)}")
     print(f"model: {resolve_model(script)} (in-process offline engine: no network, no API key)")
-    print(f"context limit: {usage.max_tokens:,} tokens; {len(SCENARIO)} lines, one tick each")
+    print(
+        f"context limit: {script.context_usage().max_tokens:,} tokens; compaction in an "
+        f"emergency at {config['compact_emergency_threshold']:.0%}, in sleep at "
+        f"{config['compact_sleep_threshold']:.0%}, keeping the last "
+        f"{config['compact_preserve_window']} messages or 20% of the limit"
+    )
+    print(f"{len(SCENARIO)} steps, {len(PLANTED_FACTS)} planted facts")
     print(RULE)
 
 
@@ -113,61 +198,209 @@ def reply_of(result):
     return f"(no reply: {result.get('status')} {result.get('error', '')})".rstrip()
 
 
-def print_tick(number, speaker, line, result, usage):
-    """Print one tick: the player's line, the reply, and the context usage."""
-    print(f"[{number:2d}] {speaker}: {line}")
-    print(f"     {ASSISTANT}: {reply_of(result)}")
+def print_usage(usage):
+    """Print how full the context is."""
     print(
         f"     context: {usage.total_tokens:,} tokens (history {usage.history_tokens:,}, "
         f"{usage.message_count} messages) of {usage.max_tokens:,} = {usage.usage:.2%}"
     )
 
 
+def print_compaction(record):
+    """Print one compaction: its kind, what it replaced, and the tokens before and after."""
+    print(
+        f"     >> {record['kind']} compaction: {record['compacted_messages']} messages -> "
+        f"summary; history {record['original_tokens']:,} -> {record['new_tokens']:,} tokens "
+        f"({record['reduction_pct']:.0f}% less); the compacted part "
+        f"{record['compacted_tokens']:,} -> {record['summary_tokens']:,} tokens; context "
+        f"{record['usage_before']:.0%} -> {record['usage_after']:.0%}; facts kept "
+        f"{record['facts_planted'] - len(record['facts_lost'])}/{record['facts_planted']}"
+    )
+
+
+def compaction_of(result):
+    """Return the compaction result a tick carries (emergency or dreaming), or None."""
+    memory = result.get("emergency") or result.get("memory") or {}
+    return memory.get("context_compaction")
+
+
+def fact_places(script, character, facts):
+    """Return where each key of ``facts`` can be found: ``{key: {"context", "journal"}}``.
+
+    A key is in the context if a live history message contains it, in the journal if an
+    entry does; a lost fact maps to an empty set.
+    """
+    from ai.helpers.journal import journal_entries
+
+    texts = {
+        "context": [message.get("content") or "" for message in script.conversation_history],
+        "journal": [entry["content"] for entry in journal_entries(character)],
+    }
+    return {
+        key: {place for place, found in texts.items() if any(key in text for text in found)}
+        for key in facts
+    }
+
+
+def lost_facts(places):
+    """Return the keys that ``fact_places`` found nowhere."""
+    return [key for key, found in places.items() if not found]
+
+
+def planted_so_far(spoken):
+    """Return the keys of the planted facts that appear in the lines spoken so far."""
+    return [key for key in PLANTED_FACTS if any(key in line for line in spoken)]
+
+
+def record_compaction(script, result, outcome):
+    """Record and print the compaction a tick ran, if it ran one; report failed attempts."""
+    from ai.models import ConversationMessage
+
+    compaction = compaction_of(result)
+    if not compaction or compaction.get("skipped"):
+        return
+    if not compaction.get("success"):
+        print(f"     >> {compaction['kind']} compaction failed: {compaction['error']}")
+        return
+    summary = ConversationMessage.objects.get(pk=compaction["summary_id"])
+    planted = planted_so_far(outcome.spoken)
+    record = dict(
+        compaction,
+        compacted_tokens=summary.metadata["original_token_count"],
+        facts_planted=len(planted),
+        facts_lost=lost_facts(fact_places(script, script.obj, planted)),
+    )
+    outcome.compactions.append(record)
+    print_compaction(record)
+
+
+@defer.inlineCallbacks
+def talk(script, player, line, outcome):
+    """Say ``line`` as ``player``, then run one tick and print the reply."""
+    player.execute_cmd(f"say {line}")
+    outcome.spoken.append(line)
+    result = yield script.at_repeat()
+    if result.get("status") != "replied":
+        outcome.silent_ticks += 1
+    record_compaction(script, result, outcome)
+    print(f"     {ASSISTANT}: {reply_of(result)}")
+    print_usage(script.context_usage())
+
+
+@defer.inlineCallbacks
+def sleep(script, outcome):
+    """Send the assistant to sleep and run its dozing tick, then its dreaming tick."""
+    script.fall_asleep("demo")
+    for _ in range(SLEEP_TICKS):
+        result = yield script.at_repeat()
+        compaction = compaction_of(result) or {}
+        skipped = f" (no compaction: {compaction['reason']})" if compaction.get("skipped") else ""
+        print(f"     {ASSISTANT} is {result.get('phase', result.get('status'))}{skipped}")
+        record_compaction(script, result, outcome)
+    print_usage(script.context_usage())
+
+
 @defer.inlineCallbacks
 def play(players, assistant):
-    """Play the scenario: one spoken line, then one tick, per entry.
+    """Play the scenario: a spoken line then one tick, or a sleep, per step.
 
     Returns:
-        Deferred: Fires with the number of ticks that did not reply.
+        Deferred: Fires with the :class:`Outcome`.
     """
     script = assistant.assistant_script
     print_header(script)
-    failures = 0
-    for number, (speaker, line) in enumerate(SCENARIO, start=1):
-        players[speaker].execute_cmd(f"say {line}")
-        result = yield script.at_repeat()
-        if result.get("status") != "replied":
-            failures += 1
-        print_tick(number, speaker, line, result, script.context_usage())
-    return failures
+    outcome = Outcome()
+    for number, step in enumerate(SCENARIO, start=1):
+        if step == SLEEP:
+            print(f"[{number:2d}] (the tavern goes quiet; {ASSISTANT} falls asleep)")
+            yield sleep(script, outcome)
+        else:
+            speaker, line = step
+            print(f"[{number:2d}] {speaker}: {line}")
+            yield talk(script, players[speaker], line, outcome)
+    return outcome
 
 
-def report(failures):
-    """Return the exit code for a finished scenario, telling stderr about silent ticks."""
-    if failures:
-        print(f"{failures} tick(s) did not reply", file=sys.stderr)
-        return 1
-    return 0
+def preview(text):
+    """Return ``text`` on one line, cut to ``PREVIEW_CHARS`` characters."""
+    flat = " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 3] + "..."
 
 
-def report_crash(failure):
-    """Print the traceback of a scenario that raised and return a failing exit code."""
-    failure.printTraceback(file=sys.stderr)
-    return 1
+def print_compactions(compactions):
+    """Print every compaction: kind, history tokens before and after, reduction."""
+    print(f"compactions: {len(compactions)}")
+    for number, record in enumerate(compactions, start=1):
+        print(
+            f"  {number}. {record['kind']:<9} history {record['original_tokens']:>5,} -> "
+            f"{record['new_tokens']:>5,} tokens ({record['reduction_pct']:.0f}% less); "
+            f"compacted part {record['compacted_tokens']:>5,} -> "
+            f"{record['summary_tokens']:>4,} tokens "
+            f"({1 - record['summary_tokens'] / record['compacted_tokens']:.0%} less)"
+        )
 
 
-def run_in_reactor(players, assistant):
-    """Run the scenario inside Twisted's real reactor and return the process exit code."""
-    exit_codes = []
+def print_journal(character):
+    """Print the journal's entries: id, importance and a preview of the content."""
+    from ai.helpers.journal import journal_entries
+
+    entries = journal_entries(character)
+    print(f"journal: {len(entries)} entries")
+    for entry in entries:
+        print(f"  {entry['id']:<28} [{entry['importance']:>2}] {preview(entry['content'])}")
+
+
+def problems_of(outcome, lost):
+    """Return what makes the run a failure: silent ticks, too few compactions, lost facts."""
+    problems = []
+    if outcome.silent_ticks:
+        problems.append(f"{outcome.silent_ticks} tick(s) did not reply")
+    for kind, required in REQUIRED_COMPACTIONS.items():
+        done = sum(1 for record in outcome.compactions if record["kind"] == kind)
+        if done < required:
+            problems.append(f"{done} {kind} compaction(s), fewer than {required}")
+    if lost:
+        problems.append(f"planted facts lost: {', '.join(lost)}")
+    return problems
+
+
+def report(assistant, outcome):
+    """Print the compactions, the journal and the planted facts; return the exit code."""
+    places = fact_places(assistant.assistant_script, assistant, PLANTED_FACTS)
+    lost = lost_facts(places)
+    print(RULE)
+    print_compactions(outcome.compactions)
+    print_journal(assistant)
+    print(
+        f"planted facts found in the live context or the journal: "
+        f"{len(places) - len(lost)}/{len(places)} (in the live context "
+        f"{sum('context' in found for found in places.values())}, in the journal "
+        f"{sum('journal' in found for found in places.values())})"
+    )
+    if lost:
+        print(f"  missing: {', '.join(lost)}")
+    problems = problems_of(outcome, lost)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def run_in_reactor(function, *args):
+    """Run ``function(*args)``, which returns a Deferred, inside Twisted's real reactor.
+
+    Returns:
+        The Deferred's result, or a :class:`~twisted.python.failure.Failure` if it failed.
+    """
+    results = []
 
     def start():
-        playing = play(players, assistant).addCallbacks(report, report_crash)
-        playing.addCallback(exit_codes.append)
-        playing.addBoth(lambda _: reactor.stop())
+        running = defer.maybeDeferred(function, *args)
+        running.addBoth(results.append)
+        running.addBoth(lambda _: reactor.stop())
 
     reactor.callWhenRunning(start)
     reactor.run()
-    return exit_codes[0] if exit_codes else 1
+    return results[0] if results else Failure(RuntimeError("the reactor stopped early"))
 
 
 def main(argv):
@@ -178,7 +411,12 @@ def main(argv):
     forbid_network()
     boot_evennia(argv[1] if len(argv) > 1 else DEFAULT_GAME_DIR)
     remove_previous_cast()
-    code = run_in_reactor(*build_cast())
+    players, assistant = build_cast()
+    outcome = run_in_reactor(play, players, assistant)
+    if isinstance(outcome, Failure):
+        outcome.printTraceback(file=sys.stderr)
+        return 1
+    code = report(assistant, outcome)
     print(RULE)
     print(f"done in {time.monotonic() - started:.1f}s")
     return code

@@ -20,7 +20,6 @@ from ..litellm_loader import load_litellm
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
     context_window,
-    format_messages_for_compaction,
     generate_context_summary,
     summary_model,
 )
@@ -28,7 +27,7 @@ from ..offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
 from ..offline import PROVIDER as OFFLINE_PROVIDER
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
-from ..utils.token_counter import count_message_tokens, count_tokens
+from ..utils.token_counter import count_message_tokens
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
@@ -76,14 +75,21 @@ def summarizer_window(script):
 
 
 def chunk_for_window(messages, limit, model):
-    """Split messages into runs of whole units whose transcript fits ``limit`` tokens."""
-    chunks, current = [], []
+    """Split messages into runs of whole units whose transcript fits ``limit`` tokens.
+
+    A unit costs its messages' stored token counts (counted once, when stored), which
+    include the per-message overhead and so bound the transcript lines from above.
+    """
+    chunks, current, used = [], [], 0
     for unit in history_units(messages):
-        candidate = current + unit
-        if current and count_tokens(format_messages_for_compaction(candidate), model) > limit:
+        cost = sum(
+            message.get("token_count") or count_message_tokens(message, model) for message in unit
+        )
+        if current and used + cost > limit:
             chunks.append(current)
-            candidate = list(unit)
-        current = candidate
+            current, used = [], 0
+        current += unit
+        used += cost
     if current:
         chunks.append(current)
     return chunks
@@ -226,7 +232,8 @@ def _replace(script, character, kind, summary, to_compact, before):
         importance=7,
         tags=["compaction", "synthesis"],
         entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
-        source_message_ids=[message["id"] for message in to_compact],
+        # The summary message; the messages it replaced link to it (``replaced_by``).
+        source_message_ids=[stored["id"]],
     )
     script.db.last_compaction = now.isoformat()
     after = measure_context(script, character)

@@ -142,7 +142,7 @@ class TestCompactConversationHistoryJournal(CompactionTestCase):
         self.assertIn("swordfish", entry["content"])
         self.assertEqual((entry["source_type"], entry["importance"]), ("compaction", 7))
         self.assertEqual(entry["tags"], ["compaction", "synthesis"])
-        self.assertEqual(len(entry["source_message_ids"]), result["compacted_messages"])
+        self.assertEqual(entry["source_message_ids"], [result["summary_id"]])
         self.assertIsNotNone(self.script.db.last_compaction)
         fill(self.script)
         self.compact()
@@ -362,3 +362,27 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertIn("[CONTEXT SUMMARY]\nShort part summary.", merge_call)
         for call in llm.calls:
             self.assertLessEqual(len(call[1]["content"]) // 4, 800)
+
+
+class TestNotifications(CompactionTestCase):
+    def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):
+        from unittest.mock import patch as mock_patch
+
+        from ai.sleep.notify import log_channel
+
+        channel = log_channel()
+        self.assertTrue(channel.access(self.char1, "listen"), "Builders listen")
+        self.assertFalse(channel.access(self.char2, "listen"))
+        fill(self.script)
+        with mock_patch.object(type(channel), "msg") as channel_msg:
+            with mock_patch.object(self.char1, "msg") as char1_msg:
+                self.compact()
+        self.assertRegex(
+            channel_msg.call_args.args[0], r"^Helper compacted its context \(emergency\)"
+        )
+        self.assertNotIn("gathers", str(char1_msg.mock_calls))
+        self.script.set_config("compact_notify_room", True)
+        fill(self.script)
+        with mock_patch.object(self.char1, "msg") as char1_msg:
+            self.compact()
+        self.assertIn("Helper pauses and gathers their thoughts.", str(char1_msg.mock_calls))
