@@ -235,11 +235,12 @@ class AssistantScript(DefaultScript):
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
         )
         compaction = yield compact_conversation_history(self, character, force=True)
-        still_over = self.context_usage().usage >= threshold
+        after = self.context_usage().usage
+        still_over = after >= threshold
         self.ndb.failed_emergency_state = self.history.totals() if still_over else None
         if still_over:
             logger.log_warn(
-                f"AI {self.key}: still at {self.context_usage().usage:.0%} after emergency "
+                f"AI {self.key}: still at {after:.0%} after emergency "
                 "compaction (the preserved messages alone are too large); going on"
             )
         return {

@@ -93,18 +93,17 @@ def select_history(history, budget, model):
 
 
 def _component_text(component, state, config):
-    override = config.get_component_content_override(component.key)
-    if override is not None:
-        return override.format_map(_Defaulting(state.fields()))
-    if component.is_static:
-        renderer = RENDERERS.get(component.key)
-        if renderer is None:
-            return component.content.format_map(_Defaulting(state.fields()))
-        return renderer(state)
-    renderer = pluggable_renderer(component.id)
-    if renderer is not None:
-        return renderer(state)
-    return component.content.format_map(_Defaulting(state.fields()))
+    """The context's override, else the component's renderer, else its template."""
+    template = config.get_component_content_override(component.key)
+    if template is None:
+        if component.is_static:
+            renderer = RENDERERS.get(component.key)
+        else:
+            renderer = pluggable_renderer(component.id)
+        if renderer is not None:
+            return renderer(state)
+        template = component.content
+    return template.format_map(_Defaulting(state.fields()))
 
 
 class _Defaulting(dict):

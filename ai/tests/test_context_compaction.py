@@ -1,6 +1,5 @@
 """Compaction: the seeds' five test classes and every guarantee beyond the seeds."""
 
-import re
 from unittest.mock import patch
 
 from evennia.utils.idmapper.models import flush_cache
