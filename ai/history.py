@@ -5,6 +5,8 @@ the live token total and message count are read in O(1) whatever the history's l
 Each message is validated before it is stored and its token count computed once.
 """
 
+import json
+
 from django.db import connection, transaction
 from django.db.models import F
 
@@ -12,29 +14,51 @@ from .models import ConversationMessage, HistoryCounter
 from .utils.message_format import validate_message
 from .utils.token_counter import count_message_tokens
 
-_OPTIONAL_KEYS = ("name", "tool_calls", "tool_call_id")
 _COUNTER_TABLE = HistoryCounter._meta.db_table
+_MESSAGE_TABLE = ConversationMessage._meta.db_table
+_COLUMNS = (
+    "id",
+    "position",
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "metadata",
+    "token_count",
+)
+_SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
 
 
-_FIELDS = ("id", "position", "role", "content", *_OPTIONAL_KEYS, "metadata", "token_count")
+def _json(value):
+    """Return a JSON column's value decoded, whether the driver gave text or objects."""
+    if not isinstance(value, (str, bytes)):
+        return value
+    # Most messages carry no metadata: skip the decoder for the commonest value.
+    return {} if value == "{}" else json.loads(value)
 
 
-def _values_to_message(values):
-    """Return a ``values()`` row as the same dict that ``row_to_message`` builds."""
-    message = {"role": values["role"], "content": values["content"]}
-    for key in _OPTIONAL_KEYS:
-        if values[key]:
-            message[key] = values[key]
-    message["metadata"] = values["metadata"] or {}
-    message["id"] = values["id"]
-    message["position"] = values["position"]
-    message["token_count"] = values["token_count"]
+def _columns_to_message(columns):
+    """Return one row's ``_COLUMNS`` values as a ``{role, content, ...}`` message dict."""
+    row_id, position, role, content, name, tool_calls, tool_call_id, metadata, tokens = columns
+    message = {"role": role, "content": content}
+    if name:
+        message["name"] = name
+    tool_calls = _json(tool_calls)
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if tool_call_id:
+        message["tool_call_id"] = tool_call_id
+    message["metadata"] = _json(metadata) or {}
+    message["id"] = row_id
+    message["position"] = position
+    message["token_count"] = tokens
     return message
 
 
 def row_to_message(row):
     """Return a stored row as a ``{role, content, ...}`` dict, with its id and token count."""
-    return _values_to_message({field: getattr(row, field) for field in _FIELDS})
+    return _columns_to_message([getattr(row, column) for column in _COLUMNS])
 
 
 class HistoryChanged(Exception):
@@ -119,6 +143,19 @@ class ConversationHistory:
             )
         return row_to_message(row)
 
+    def _read(self, condition, params):
+        """Return the messages of this script matching the SQL ``condition``, oldest first.
+
+        Raw SQL: at thousands of messages, the ORM's per-row conversion costs more than the
+        query itself (see docs/benchmarks.md).
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"{_SELECT_MESSAGES} AND {condition} ORDER BY position, id",
+                [self.script.id, *params],
+            )
+            return [_columns_to_message(columns) for columns in cursor.fetchall()]
+
     def replace_with_summary(self, compacted, summary_message):
         """Archive ``compacted`` and put ``summary_message`` live in their place, atomically.
 
@@ -126,57 +163,52 @@ class ConversationHistory:
         takes the position of the first message it replaces.
 
         Args:
-            compacted (list): Message dicts read from this store (with ``id``, ``position``
-                and ``token_count``).
+            compacted (list): A run of consecutive live messages read from this store
+                (with ``id``, ``position`` and ``token_count``), oldest first.
             summary_message (dict): The message that replaces them.
 
         Returns:
             dict: The stored summary message.
 
         Raises:
-            HistoryChanged: if any of ``compacted`` is no longer live; nothing changes.
+            HistoryChanged: if ``compacted`` is no longer exactly the live messages between
+                its first and last position; nothing changes.
         """
         validate_message(summary_message)
-        ids = [message["id"] for message in compacted]
+        first, last = compacted[0]["position"], compacted[-1]["position"]
         tokens = count_message_tokens(summary_message, self.model)
         removed = sum(message["token_count"] for message in compacted)
         with transaction.atomic():
-            rows = self.live_rows().filter(pk__in=ids)
-            if rows.count() != len(ids):
-                raise HistoryChanged("some messages to compact are no longer live")
+            rows = self.live_rows().filter(position__gte=first, position__lte=last)
+            live_ids = set(rows.select_for_update().values_list("id", flat=True))
+            if live_ids != {message["id"] for message in compacted}:
+                raise HistoryChanged("the messages to compact are no longer the live ones")
             summary = ConversationMessage.objects.create(
                 db_script_id=self.script.id,
-                position=min(message["position"] for message in compacted),
+                position=first,
                 role=summary_message["role"],
                 content=summary_message.get("content"),
                 metadata=summary_message.get("metadata") or {},
                 token_count=tokens,
             )
-            rows.update(is_live=False, replaced_by=summary)
+            rows.exclude(pk=summary.pk).update(is_live=False, replaced_by=summary)
             HistoryCounter.objects.filter(db_script_id=self.script.id).update(
                 live_tokens=F("live_tokens") - removed + tokens,
-                live_count=F("live_count") - len(ids) + 1,
+                live_count=F("live_count") - len(compacted) + 1,
             )
         return row_to_message(summary)
 
     def archived_by(self, summary_id):
         """Return the messages that the summary ``summary_id`` replaced, oldest first."""
-        rows = ConversationMessage.objects.filter(
-            db_script_id=self.script.id, replaced_by_id=summary_id
-        )
-        return [row_to_message(row) for row in rows]
+        return self._read("replaced_by_id = %s", [summary_id])
 
     def live_rows(self):
         """Return a queryset of the live rows, oldest first."""
         return ConversationMessage.objects.filter(db_script_id=self.script.id, is_live=True)
 
     def messages(self):
-        """Return the live history as a list of message dicts, oldest first.
-
-        Read as plain values, not model instances: at thousands of messages, building
-        instances is most of a compaction's cost (see docs/benchmarks.md).
-        """
-        return [_values_to_message(values) for values in self.live_rows().values(*_FIELDS)]
+        """Return the live history as a list of message dicts, oldest first."""
+        return self._read("is_live = %s", [True])
 
     def totals(self):
         """Return ``(live_tokens, live_count)`` in one indexed read."""

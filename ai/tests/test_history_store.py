@@ -3,6 +3,7 @@
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from ai.history import HistoryChanged
 from ai.models import ConversationMessage
 from ai.utils.message_format import MessageValidationError
 from ai.utils.token_counter import count_message_tokens
@@ -26,6 +27,15 @@ class TestHistoryStore(AssistantTestCase):
             history[0]["token_count"],
             count_message_tokens({"role": "user", "content": "Char says: one"}, MODEL),
         )
+
+    def test_metadata_comes_back_as_stored(self):
+        self.script.append_message(
+            {"role": "user", "content": "Char says: hi", "metadata": {"speaker": "Char", "n": 2}}
+        )
+        self.script.append_message({"role": "assistant", "content": "Hello."})
+        first, second = self.script.conversation_history
+        self.assertEqual(first["metadata"], {"speaker": "Char", "n": 2})
+        self.assertEqual(second["metadata"], {})
 
     def test_totals_follow_every_append(self):
         messages = [{"role": "user", "content": f"Char says: line {i}"} for i in range(5)]
@@ -99,3 +109,43 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(recounted, expected)
         self.assertNotEqual(recounted, offline_tokens)
         self.assertEqual(self.script.conversation_history[0]["token_count"], expected)
+
+
+class TestReplaceWithSummary(AssistantTestCase):
+    SUMMARY = {"role": "system", "content": "[CONTEXT SUMMARY]\nChar said hello six times."}
+
+    def setUp(self):
+        super().setUp()
+        for index in range(6):
+            self.script.append_message({"role": "user", "content": f"Char says: hello {index}"})
+        self.history = self.script.history
+
+    def assert_unchanged(self, before):
+        self.assertEqual(self.history.messages(), before)
+        self.assertEqual(ConversationMessage.objects.filter(is_live=False).count(), 0)
+        self.assertEqual(self.history.totals()[1], 6)
+
+    def test_the_run_is_archived_and_the_totals_follow(self):
+        before = self.history.messages()
+        summary = self.history.replace_with_summary(before[:4], self.SUMMARY)
+        live = self.history.messages()
+        self.assertEqual([m["id"] for m in live], [summary["id"]] + [m["id"] for m in before[4:]])
+        self.assertEqual(
+            self.history.totals(),
+            (sum(m["token_count"] for m in live), 3),
+        )
+        self.assertEqual(self.history.archived_by(summary["id"]), before[:4])
+
+    def test_a_run_that_is_no_longer_live_is_refused_and_nothing_changes(self):
+        before = self.history.messages()
+        with self.subTest("a message is missing from the run"):
+            with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
+                self.history.replace_with_summary([before[0], before[2]], self.SUMMARY)
+            self.assert_unchanged(before)
+        with self.subTest("part of the run was compacted meanwhile"):
+            stale = self.history.messages()[:4]
+            self.history.replace_with_summary(stale[:2], self.SUMMARY)
+            after_first = self.history.messages()
+            with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
+                self.history.replace_with_summary(stale, self.SUMMARY)
+            self.assertEqual(self.history.messages(), after_first)
