@@ -24,8 +24,8 @@ from .llm_interaction import resolve_model
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
 from .sleep import run_sleep_tick
-from .sleep.compaction import compact_conversation_history
-from .sleep.extraction import run_pre_compaction_extraction
+from .sleep.compaction import compact_conversation_history, is_stuck, record_outcome
+from .sleep.extraction import run_pre_compaction_extraction, set_extraction_signal
 from .tool_execution import run_react_loop
 
 COMMUNICATION_EVENTS = ("speech", "talk")
@@ -54,6 +54,10 @@ class AssistantScript(DefaultScript):
         self.db.pending_events = []
 
     # configuration ---------------------------------------------------------------------
+
+    def at_server_start(self):
+        """Clear what a reload cut short: an extraction's signal stays set otherwise."""
+        set_extraction_signal(self, False)
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.
@@ -227,8 +231,7 @@ class AssistantScript(DefaultScript):
         threshold = config["compact_emergency_threshold"]
         if not usage.message_count or usage.usage < threshold:
             return None
-        state = self.history.totals()
-        if self.ndb.failed_emergency_state == state:
+        if is_stuck(self, "emergency"):
             return {"skipped": True, "reason": "still over the threshold, history unchanged"}
         logger.log_warn(f"Emergency compaction triggered: {usage.usage:.0%} context usage")
         extraction = yield run_pre_compaction_extraction(
@@ -237,7 +240,7 @@ class AssistantScript(DefaultScript):
         compaction = yield compact_conversation_history(self, character, force=True)
         after = self.context_usage().usage
         still_over = after >= threshold
-        self.ndb.failed_emergency_state = self.history.totals() if still_over else None
+        record_outcome(self, "emergency", still_over)
         if still_over:
             logger.log_warn(
                 f"AI {self.key}: still at {after:.0%} after emergency "

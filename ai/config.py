@@ -137,7 +137,9 @@ SCRIPT_CONFIG = {
     "pre_compact_max_iterations": Option(
         5, int_range(1, 10), "Extraction loop cycles during sleep (emergency uses 3)"
     ),
-    "pre_compact_prompt": Option(None, optional(text), "Extraction prompt; None uses the default"),
+    "pre_compact_prompt": Option(
+        None, optional(text), "Extraction system prompt; None uses the default"
+    ),
     "execution_config": Option(
         {
             "multi_action_enabled": True,

@@ -203,6 +203,7 @@ Keep:
 - decisions made, and promises or deals between anyone, with their terms and deadlines
 - the current state of things, and tasks in progress or still open, with who owns them
 - what is planned next, and any constraint, rule, secret or password someone relied on
+- anything else you would need to carry on as if you still had the whole conversation
 - anything from an earlier [CONTEXT SUMMARY] that still matters
 
 Leave out greetings, small talk, how tools were called, and anything said twice.
@@ -241,14 +242,18 @@ def generate_context_summary(script, messages_to_compact, model=None):
     Returns:
         Deferred: Fires with the :class:`LLMResult`; its ``content`` is the summary.
     """
-    prompt = script.get_config("compact_prompt") or DEFAULT_COMPACTION_PROMPT.format(
-        max_words=SUMMARY_MAX_WORDS
-    )
     payload = [
-        {"role": "system", "content": prompt},
+        {"role": "system", "content": compaction_prompt(script)},
         {"role": "user", "content": format_messages_for_compaction(messages_to_compact)},
     ]
     return call_llm(script, payload, model=model or summary_model(script))
+
+
+def compaction_prompt(script):
+    """Return the summary call's instructions: ``compact_prompt``, else the default."""
+    return script.get_config("compact_prompt") or DEFAULT_COMPACTION_PROMPT.format(
+        max_words=SUMMARY_MAX_WORDS
+    )
 
 
 def summary_model(script):

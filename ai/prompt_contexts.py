@@ -148,7 +148,8 @@ class ContextConfig:
         return override.get("content") if isinstance(override, dict) else None
 
 
-def _system_prompt(content):
+def system_prompt_override(content):
+    """Return the ``component_overrides`` entry that makes ``content`` the system prompt."""
     return {"system_prompt": {"content": content}}
 
 
@@ -179,7 +180,7 @@ DEFAULT_CONTEXT_CONFIGS = {
             COMPONENT_PENDING_EVENT,
             COMPONENT_TOOL_RESULT,
         ],
-        component_overrides=_system_prompt(REFLECTION_PROMPT),
+        component_overrides=system_prompt_override(REFLECTION_PROMPT),
         tool_filter=list(REFLECTION_TOOLS),
         max_iterations=3,
         allowed_tool_categories=["journal", "safe", "terminal"],
@@ -189,7 +190,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Reflection, continued",
         description="Act on the result of a reflection tool",
         enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_TOOL_RESULT],
-        component_overrides=_system_prompt(REFLECTION_CONT_PROMPT),
+        component_overrides=system_prompt_override(REFLECTION_CONT_PROMPT),
         tool_filter=list(REFLECTION_TOOLS),
         max_iterations=2,
         allowed_tool_categories=["journal", "safe", "terminal"],
@@ -199,7 +200,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Sleep consolidation",
         description="Merge and distil long-term memories during sleep",
         enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_SEMANTIC_MEMORIES],
-        component_overrides=_system_prompt(SLEEP_CONSOLIDATE_PROMPT),
+        component_overrides=system_prompt_override(SLEEP_CONSOLIDATE_PROMPT),
         tool_filter=list(SLEEP_TOOLS),
         max_iterations=10,
         allowed_tool_categories=["memory", "journal", "safe", "terminal"],
@@ -209,7 +210,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Goal decomposition",
         description="Break a goal into concrete sub-goals",
         enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_GOALS, COMPONENT_PENDING_EVENT],
-        component_overrides=_system_prompt(GOAL_DECOMPOSE_PROMPT),
+        component_overrides=system_prompt_override(GOAL_DECOMPOSE_PROMPT),
         tool_filter=[],
         execution_mode="single_action",
         max_iterations=1,
@@ -225,7 +226,7 @@ DEFAULT_CONTEXT_CONFIGS = {
             COMPONENT_PENDING_EVENT,
             COMPONENT_TOOL_RESULT,
         ],
-        component_overrides=_system_prompt(DEFAULT_PRE_COMPACTION_PROMPT),
+        component_overrides=system_prompt_override(DEFAULT_PRE_COMPACTION_PROMPT),
         tool_filter=list(PRE_COMPACTION_TOOLS),
         allowed_tool_categories=["journal", "safe", "terminal"],
         records_history=True,

@@ -72,9 +72,10 @@ def run_react_loop(
     context_type,
     event=None,
     signals=None,
-    max_iterations=None,
+    iteration_limit=None,
     source_message_ids=(),
     source_messages=(),
+    context_config=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -84,18 +85,22 @@ def run_react_loop(
         context_type (str): One of the context types (``tick_event``, ``pre_compaction``...).
         event (dict, optional): The pending event.
         signals (dict, optional): Context signals for the execution pattern's third layer.
-        max_iterations (int, optional): A further restriction from the caller.
+        iteration_limit (int, optional): The caller's own limit, used instead of
+            ``execution_config``'s ``max_iterations_per_tick``; the context type and the
+            signals may still lower it.
         source_message_ids (iterable): History ids the tools should cite as sources.
         source_messages (iterable): History messages journal entries may cite, by content.
+        context_config (ContextConfig, optional): The configuration to run with, when the
+            caller changed the one ``get_context_config`` gives for ``context_type``.
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
     """
-    config = get_context_config(context_type, script)
-    assessment = {"context_signals": dict(signals or {})}
-    if max_iterations:
-        assessment["recommended_iterations"] = max_iterations
-    pattern = select_execution_pattern(script.get_config("execution_config"), config, assessment)
+    config = context_config or get_context_config(context_type, script)
+    static = script.get_config("execution_config")
+    if iteration_limit:
+        static = {**static, "max_iterations_per_tick": iteration_limit}
+    pattern = select_execution_pattern(static, config, {"context_signals": dict(signals or {})})
     tools = tools_for(config.tool_filter, pattern.allowed_categories)
     allowed = {tool.name for tool in tools}
     schemas = [tool.schema() for tool in tools] or None

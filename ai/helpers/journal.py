@@ -37,17 +37,20 @@ def add_entry(
     tags=(),
     entry_id=None,
     source_message_ids=(),
+    max_chars=MAX_ENTRY_CHARS,
 ):
     """Append one entry to the journal and return it.
 
     Args:
         character (AssistantCharacter): Whose journal.
-        content (str): The entry's text (at most ``MAX_ENTRY_CHARS`` characters).
+        content (str): The entry's text, at most ``max_chars`` characters.
         source_type (str): Where it came from (``conversation``, ``compaction``, ...).
         importance (int): 1 (trivial) to 10 (vital).
         tags (iterable): Short labels.
         entry_id (str, optional): The id; ``journal_<timestamp>_<n>`` by default.
         source_message_ids (iterable): Ids of the history messages it came from.
+        max_chars (int or None): The content's length limit; None for none (a compaction's
+            synthesis is as long as its summary).
 
     Raises:
         ValueError: for empty or oversized content or an importance out of range.
@@ -55,8 +58,8 @@ def add_entry(
     content = (content or "").strip()
     if not content:
         raise ValueError("a journal entry needs content")
-    if len(content) > MAX_ENTRY_CHARS:
-        raise ValueError(f"a journal entry is at most {MAX_ENTRY_CHARS} characters")
+    if max_chars is not None and len(content) > max_chars:
+        raise ValueError(f"a journal entry is at most {max_chars} characters")
     if not isinstance(importance, int) or isinstance(importance, bool) or not 1 <= importance <= 10:
         raise ValueError("importance must be a whole number from 1 to 10")
     now = timezone.now()

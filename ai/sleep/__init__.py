@@ -5,36 +5,51 @@ compaction at ``compact_sleep_threshold``. (Consolidation into long-term memory,
 consolidation and pruning join the pipeline when they exist.)
 """
 
+from evennia.utils import logger
 from twisted.internet import defer
 
 from ..context_usage import measure_context
-from .compaction import compact_conversation_history
-from .extraction import run_pre_compaction_extraction
+from .compaction import compact_conversation_history, is_stuck, record_outcome, skipped
+from .extraction import not_run, run_pre_compaction_extraction
 
 
 @defer.inlineCallbacks
 def run_sleep_tick(script, character):
     """Run one dreaming tick: journal facts, then compact if the context is full enough.
 
-    Extraction runs only when compaction is due, since it calls the model.
+    Extraction runs only when compaction is due, since it calls the model. When the last
+    dreaming tick's compaction left usage over the threshold (the summary failed or was
+    refused, or the preserved messages alone are that large), nothing runs again until
+    the history changes: sleeping must not repeat the same model calls tick after tick.
 
     Returns:
         Deferred: Fires with ``{"pre_compaction_extraction": ..., "context_compaction": ...}``.
     """
-    results = {}
     config = script.effective_config()
-    usage = measure_context(script, character).usage
-    due = config["compact_enabled"] and usage >= config["compact_sleep_threshold"]
-    if due:
-        results["pre_compaction_extraction"] = yield run_pre_compaction_extraction(
-            script, character
-        )
-    else:
-        results["pre_compaction_extraction"] = {
-            "success": False,
-            "reason": "compaction not due",
-            "facts_recorded": 0,
-            "iterations": 0,
+    threshold = config["compact_sleep_threshold"]
+    due = config["compact_enabled"] and measure_context(script, character).usage >= threshold
+    if not due:
+        compaction = yield compact_conversation_history(script, character)
+        return {
+            "pre_compaction_extraction": not_run("compaction not due"),
+            "context_compaction": compaction,
         }
-    results["context_compaction"] = yield compact_conversation_history(script, character)
-    return results
+    if is_stuck(script, "sleep"):
+        reason = "the last sleep compaction left usage over the threshold; history unchanged"
+        return {
+            "pre_compaction_extraction": not_run(reason),
+            "context_compaction": skipped(reason),
+        }
+    extraction = yield run_pre_compaction_extraction(script, character)
+    compaction = yield compact_conversation_history(script, character)
+    still_over = measure_context(script, character).usage >= threshold
+    record_outcome(script, "sleep", still_over)
+    if still_over:
+        why = (
+            compaction.get("error") or compaction.get("reason") or "the preserved part is too large"
+        )
+        logger.log_warn(
+            f"AI {script.key}: still over the sleep threshold after compaction ({why}); "
+            "not retrying until the history changes"
+        )
+    return {"pre_compaction_extraction": extraction, "context_compaction": compaction}

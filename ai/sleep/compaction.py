@@ -19,6 +19,7 @@ from ..history import HistoryChanged
 from ..litellm_loader import load_litellm
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
+    compaction_prompt,
     context_window,
     generate_context_summary,
     summary_model,
@@ -27,14 +28,17 @@ from ..offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
 from ..offline import PROVIDER as OFFLINE_PROVIDER
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
-from ..utils.token_counter import count_message_tokens
+from ..utils.token_counter import count_message_tokens, count_tokens
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
 # From this many successive compactions on, summaries of summaries lose accuracy.
 ACCURACY_WARNING_AT = 3
-# Room the summary call needs beside the transcript: its prompt and its answer.
-SUMMARY_RESERVE_TOKENS = 600 + SUMMARY_MAX_WORDS * 2
+# Room the summary call needs beside the transcript and its instructions: the answer
+# (about two tokens a word, to be safe), the transcript's header and message framing.
+SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
+# A transcript chunk is never made smaller than this, however small the window.
+MIN_CHUNK_TOKENS = 200
 
 
 def split_history(history, preserve_count, max_tokens):
@@ -74,17 +78,42 @@ def summarizer_window(script):
         return context_window(script)
 
 
+def _tokens(message, model):
+    return message.get("token_count") or count_message_tokens(message, model)
+
+
+def fit_for_summary(message, limit, model):
+    """Return ``message``, or a copy cut to the head and tail of its content to fit ``limit``.
+
+    Only the summary call sees the cut copy; the whole message stays in the archive.
+    """
+    tokens = _tokens(message, model)
+    text = message.get("content") or ""
+    if tokens <= limit or not text:
+        return message
+    half = len(text) * limit // tokens * 9 // 20
+    content = (
+        f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n"
+        f"{text[len(text) - half:]}"
+    )
+    trimmed = {**message, "content": content}
+    trimmed["token_count"] = count_message_tokens(trimmed, model)
+    return trimmed
+
+
 def chunk_for_window(messages, limit, model):
     """Split messages into runs of whole units whose transcript fits ``limit`` tokens.
 
     A unit costs its messages' stored token counts (counted once, when stored), which
-    include the per-message overhead and so bound the transcript lines from above.
+    include the per-message overhead and so bound the transcript lines from above. A unit
+    too large for ``limit`` on its own has its messages cut to fit (:func:`fit_for_summary`).
     """
     chunks, current, used = [], [], 0
     for unit in history_units(messages):
-        cost = sum(
-            message.get("token_count") or count_message_tokens(message, model) for message in unit
-        )
+        cost = sum(_tokens(message, model) for message in unit)
+        if cost > limit:
+            unit = [fit_for_summary(message, limit // len(unit), model) for message in unit]
+            cost = sum(message["token_count"] for message in unit)
         if current and used + cost > limit:
             chunks.append(current)
             current, used = [], 0
@@ -106,7 +135,8 @@ def summarize(script, messages):
         Deferred: Fires with ``(summary text or None, error text or None)``.
     """
     model = summary_model(script)
-    limit = max(summarizer_window(script) - SUMMARY_RESERVE_TOKENS, 200)
+    reserve = count_tokens(compaction_prompt(script), model) + SUMMARY_ANSWER_TOKENS
+    limit = max(summarizer_window(script) - reserve, MIN_CHUNK_TOKENS)
     summaries = []
     for chunk in chunk_for_window(messages, limit, model):
         summary, error = yield _summarize_once(script, chunk)
@@ -141,6 +171,20 @@ def previous_successive_count(messages):
         if (message.get("metadata") or {}).get("type") == "compaction"
     ]
     return counts[-1] if counts else 0
+
+
+def is_stuck(script, kind):
+    """Return whether the last ``kind`` compaction left usage over its threshold and the
+    history has not changed since: running it again would only repeat the same calls."""
+    return (script.ndb.stuck_compactions or {}).get(kind) == script.history.totals()
+
+
+def record_outcome(script, kind, still_over):
+    """Remember whether a ``kind`` compaction left usage over its threshold, and at which
+    history state, so that :func:`is_stuck` holds until the history changes."""
+    stuck = dict(script.ndb.stuck_compactions or {})
+    stuck[kind] = script.history.totals() if still_over else None
+    script.ndb.stuck_compactions = stuck
 
 
 def skipped(reason, **extra):
@@ -234,6 +278,8 @@ def _replace(script, character, kind, summary, to_compact, before):
         entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
         # The summary message; the messages it replaced link to it (``replaced_by``).
         source_message_ids=[stored["id"]],
+        # As long as the summary: it already fitted the context it now stands in.
+        max_chars=None,
     )
     script.db.last_compaction = now.isoformat()
     after = measure_context(script, character)
@@ -251,7 +297,7 @@ def _replace(script, character, kind, summary, to_compact, before):
         "success": True,
         "kind": kind,
         "compacted_messages": len(to_compact),
-        "preserved_messages": after.message_count - 1,
+        "preserved_messages": before.message_count - len(to_compact),
         "original_tokens": before.history_tokens,
         "new_tokens": after.history_tokens,
         "reduction_pct": reduction,

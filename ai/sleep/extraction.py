@@ -8,7 +8,11 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..helpers.journal import journal_entries
-from ..prompt_contexts import CONTEXT_PRE_COMPACTION
+from ..prompt_contexts import (
+    CONTEXT_PRE_COMPACTION,
+    get_context_config,
+    system_prompt_override,
+)
 from ..tool_execution import run_react_loop
 
 MIN_MESSAGES = 5
@@ -19,7 +23,13 @@ EXTRACTION_INSTRUCTION = (
 )
 
 
-def _set_signal(script, value):
+def not_run(reason):
+    """Return the result of an extraction that did not run, saying why."""
+    return {"success": False, "reason": reason, "facts_recorded": 0, "iterations": 0}
+
+
+def set_extraction_signal(script, value):
+    """Set the ``pre_compaction`` context signal that tells other code an extraction runs."""
     signals = dict(script.db.context_signals or {})
     signals["pre_compaction"] = value
     script.db.context_signals = signals
@@ -33,7 +43,8 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         script (AssistantScript): The assistant's script.
         character (AssistantCharacter): The assistant, whose journal receives the facts.
         max_iterations (int, optional): Loop limit; ``pre_compact_max_iterations`` by
-            default (emergencies pass 3).
+            default (emergencies pass 3). It takes the place of ``execution_config``'s
+            per-tick limit, which governs conversation.
 
     Returns:
         Deferred: Fires with ``{"success", "facts_recorded", "iterations", ...}``; when an
@@ -41,51 +52,36 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     """
     config = script.effective_config()
     if not config["pre_compact_extraction_enabled"]:
-        return {
-            "success": False,
-            "reason": "extraction disabled",
-            "facts_recorded": 0,
-            "iterations": 0,
-        }
+        return not_run("extraction disabled")
     history = script.conversation_history
     if len(history) < MIN_MESSAGES:
-        return {
-            "success": False,
-            "reason": f"fewer than {MIN_MESSAGES} messages",
-            "facts_recorded": 0,
-            "iterations": 0,
-        }
+        return not_run(f"fewer than {MIN_MESSAGES} messages")
     if script.ndb.extracting:
-        return {
-            "success": False,
-            "reason": "an extraction is already running",
-            "facts_recorded": 0,
-            "iterations": 0,
-        }
+        return not_run("an extraction is already running")
     limit = max_iterations or config["pre_compact_max_iterations"]
-    instruction = config["pre_compact_prompt"] or EXTRACTION_INSTRUCTION
+    context = get_context_config(CONTEXT_PRE_COMPACTION, script)
+    # The dedicated attributes govern this context's run: its limit and its prompt.
+    context.max_iterations = limit
+    if config["pre_compact_prompt"]:
+        context.component_overrides.update(system_prompt_override(config["pre_compact_prompt"]))
     entries_before = len(journal_entries(character))
-    _set_signal(script, True)
+    set_extraction_signal(script, True)
     script.ndb.extracting = True
     try:
         loop = yield run_react_loop(
             script,
             character,
             CONTEXT_PRE_COMPACTION,
-            event={"type": "pre_compaction", "instruction": instruction},
-            max_iterations=limit,
+            event={"type": "pre_compaction", "instruction": EXTRACTION_INSTRUCTION},
+            iteration_limit=limit,
             source_messages=[m for m in history if m["role"] in ("user", "assistant", "system")],
+            context_config=context,
         )
     except Exception as err:
         logger.log_trace(f"AI {script.key}: pre-compaction extraction failed")
-        return {
-            "success": False,
-            "reason": f"extraction failed: {err}",
-            "facts_recorded": 0,
-            "iterations": 0,
-        }
+        return not_run(f"extraction failed: {err}")
     finally:
-        _set_signal(script, False)
+        set_extraction_signal(script, False)
         script.ndb.extracting = False
     facts = len(journal_entries(character)) - entries_before
     return {

@@ -26,11 +26,15 @@ def announce_compaction(script, character, result):
         f"({result['reduction_pct']:.0f}% less), compaction #{result['successive_compactions']} "
         "in a row"
     )
+    # The compaction is already stored: a failing channel or room must not undo its report.
     try:
         log_channel().msg(text)
     except Exception:
         logger.log_trace(f"AI {script.key}: could not post to the log channel")
     if script.get_config("compact_notify_room") and character.location:
-        character.location.msg_contents(
-            f"{character.key} pauses and gathers their thoughts.", exclude=[character]
-        )
+        try:
+            character.location.msg_contents(
+                f"{character.key} pauses and gathers their thoughts.", exclude=[character]
+            )
+        except Exception:
+            logger.log_trace(f"AI {script.key}: could not tell the room")

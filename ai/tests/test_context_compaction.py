@@ -2,13 +2,20 @@
 
 from unittest.mock import patch
 
+from django.test import override_settings
 from evennia.utils.idmapper.models import flush_cache
 from twisted.internet import reactor
 
-from ai.helpers.journal import journal_entries
+from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries
 from ai.models import ConversationMessage
 from ai.sleep import run_sleep_tick
-from ai.sleep.compaction import compact_conversation_history, split_history
+from ai.sleep.compaction import (
+    MIN_CHUNK_TOKENS,
+    SUMMARY_ANSWER_TOKENS,
+    compact_conversation_history,
+    split_history,
+)
+from ai.utils.token_counter import count_message_tokens
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
@@ -183,6 +190,14 @@ class TestEmergencyCompaction(CompactionTestCase):
         self.script.set_config("max_context_tokens", 100000)
         self.assertIsNone(self.tick()["emergency"])
 
+    def test_nothing_happens_when_compaction_is_disabled(self):
+        self.script.set_config("compact_enabled", False)
+        self.assertGreaterEqual(self.script.context_usage().usage, 0.8)
+        result = self.tick()
+        self.assertIsNone(result["emergency"])
+        self.assertFalse(self.script.history.archived_by(0))
+        self.assertEqual(ConversationMessage.objects.filter(is_live=False).count(), 0)
+
     def test_a_huge_preserved_message_does_not_cause_a_compaction_loop(self):
         self.script.append_message(
             {"role": "user", "content": "Char says: " + "lorem ipsum " * 400}
@@ -218,6 +233,25 @@ class TestSleepPhaseIntegration(CompactionTestCase):
         self.assertEqual(results["pre_compaction_extraction"]["reason"], "compaction not due")
         self.assertTrue(results["context_compaction"]["skipped"])
 
+    @override_settings(AI_LLM_MAX_RETRIES=0)
+    def test_a_sleep_compaction_that_did_not_help_is_not_repeated_until_history_changes(self):
+        with ScriptedLLM(*[ValueError("model down")] * 20) as llm:
+            self.script.set_config("llm_model", llm.model)
+            fill(self.script, FACTS * 3)
+            size_window(self.script, 0.75)
+            with patch("ai.sleep.logger.log_warn") as log_warn:
+                first = wait_for(run_sleep_tick(self.script, self.assistant))
+            self.assertFalse(first["context_compaction"]["success"])
+            self.assertIn("not retrying until the history changes", log_warn.call_args.args[0])
+            calls = len(llm.calls)
+            second = wait_for(run_sleep_tick(self.script, self.assistant))
+            self.assertEqual(len(llm.calls), calls, "no model call while nothing changed")
+            for result in second.values():
+                self.assertIn("history unchanged", result["reason"])
+            self.script.append_message({"role": "user", "content": "Char says: wake up!"})
+            wait_for(run_sleep_tick(self.script, self.assistant))
+            self.assertGreater(len(llm.calls), calls, "a changed history is tried again")
+
     def test_the_script_runs_the_pipeline_while_dreaming(self):
         fill(self.script, FACTS * 3)
         size_window(self.script, 0.75)
@@ -245,7 +279,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertEqual(len(to_preserve), 4)
         self.assertEqual(to_compact + to_preserve, history)
 
-    def test_the_preserve_window_is_at_least_20_percent_of_the_context(self):
+    def test_the_preserve_window_keeps_the_recent_messages_within_20_percent_of_the_context(self):
         fill(self.script)
         history = self.script.conversation_history
         per_message = max(m["token_count"] for m in history)
@@ -264,6 +298,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
             late = self.script.append_message({"role": "user", "content": "Char says: a late line"})
             result = wait_for(pending)
         self.assertTrue(result["success"])
+        self.assertEqual(result["preserved_messages"], 4, "the late line was not preserved")
         history = self.script.conversation_history
         self.assertEqual(history[-1]["id"], late["id"])
         self.assertEqual(len(history), 1 + 4 + 1)
@@ -360,7 +395,89 @@ class TestBeyondTheSeeds(CompactionTestCase):
         merge_call = llm.calls[-1][1]["content"]
         self.assertIn("[CONTEXT SUMMARY]\nShort part summary.", merge_call)
         for call in llm.calls:
-            self.assertLessEqual(len(call[1]["content"]) // 4, 800)
+            # The window is below the summary's own reserve, so chunks take the minimum
+            # size; the transcript adds its header and framing to the stored counts.
+            transcript = count_message_tokens(call[1], llm.model)
+            self.assertLessEqual(transcript, MIN_CHUNK_TOKENS + 20)
+
+    def test_a_message_too_large_for_the_summarizer_is_cut_for_the_call_and_kept_whole(self):
+        huge = "Char says: " + " ".join(f"Crate {i} holds {i * 7} arrows." for i in range(400))
+        self.script.append_message({"role": "user", "content": huge})
+        fill(self.script)
+        with ScriptedLLM(*["Char listed crates of arrows."] * 10) as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.script.set_config("max_context_tokens", 1500)  # the summarizer's window
+            self.assertGreater(self.script.conversation_history[0]["token_count"], 1500)
+            result = self.compact()
+        self.assertTrue(result["success"], result)
+        for call in llm.calls:
+            sent = sum(count_message_tokens(message, llm.model) for message in call)
+            self.assertLessEqual(sent + SUMMARY_ANSWER_TOKENS, 1500)
+        first_call = llm.calls[0][1]["content"]
+        self.assertIn("Crate 0 holds 0 arrows.", first_call)
+        self.assertIn("Crate 399 holds 2793 arrows.", first_call)
+        self.assertRegex(first_call, r"\[\.\.\. \d+ characters left out \.\.\.\]")
+        archived = self.script.history.archived_by(result["summary_id"])
+        self.assertEqual(archived[0]["content"], huge, "the archive keeps the whole message")
+
+    def test_a_summary_longer_than_a_journal_entry_is_archived_whole(self):
+        # A window wide enough for one summary call over the compacted part.
+        self.script.set_config("max_context_tokens", 10000)
+        fill(self.script, FACTS * 20)
+        names = ["Char", "Char2"] * 60
+        summary = " ".join(f"{name} paid the ferryman {i} coins." for i, name in enumerate(names))
+        self.assertGreater(len(summary), MAX_ENTRY_CHARS)
+        with ScriptedLLM(summary) as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact()
+        self.assertTrue(result["success"], result)
+        self.assertEqual(len(llm.calls), 1)
+        synthesis = journal_entries(self.assistant)[-1]
+        self.assertEqual(synthesis["content"], f"[CONTEXT SYNTHESIS]\n{summary}")
+        self.assertIsNotNone(self.script.db.last_compaction)
+
+    def test_history_that_changed_under_the_summary_call_is_left_as_it_now_is(self):
+        fill(self.script)
+        with ScriptedLLM(0.3) as llm:
+            self.script.set_config("compact_model", llm.model)
+            pending = compact_conversation_history(self.script, self.assistant, force=True)
+            reactor.iterate(0.05)
+            self.script.history.clear()
+            self.script.append_message({"role": "user", "content": "Char says: start over"})
+            after_change = live_snapshot(self.script)
+            result = wait_for(pending)
+        self.assertEqual(
+            result,
+            {
+                "success": False,
+                "kind": "emergency",
+                "error": "the messages to compact are no longer the live ones",
+            },
+        )
+        self.assertEqual(live_snapshot(self.script), after_change)
+        self.assertEqual(journal_entries(self.assistant), [])
+
+    def test_the_default_prompt_asks_for_what_a_summary_must_keep(self):
+        fill(self.script)
+        with ScriptedLLM("Char buried gold.") as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.compact()
+        prompt = llm.calls[0][0]["content"]
+        for topic in (
+            "who said or did what",
+            "people, creatures, objects, places and events",
+            "decisions",
+            "promises",
+            "current state",
+            "tasks in progress",
+            "planned next",
+            "constraint",
+            "carry on",
+            "[CONTEXT SUMMARY]",
+            "at most 400 words",
+        ):
+            with self.subTest(topic=topic):
+                self.assertIn(topic, prompt)
 
 
 class TestNotifications(CompactionTestCase):
@@ -385,3 +502,13 @@ class TestNotifications(CompactionTestCase):
         with mock_patch.object(self.char1, "msg") as char1_msg:
             self.compact()
         self.assertIn("Helper pauses and gathers their thoughts.", str(char1_msg.mock_calls))
+
+    def test_a_failing_room_does_not_turn_a_stored_compaction_into_an_error(self):
+        self.script.set_config("compact_notify_room", True)
+        fill(self.script)
+        with patch.object(type(self.room1), "msg_contents", side_effect=RuntimeError("bad room")):
+            with patch("ai.sleep.notify.logger.log_trace") as log_trace:
+                result = self.compact()
+        self.assertTrue(result["success"])
+        self.assertIn("could not tell the room", log_trace.call_args.args[0])
+        self.assertEqual(self.script.conversation_history[0]["id"], result["summary_id"])

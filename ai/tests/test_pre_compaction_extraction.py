@@ -4,7 +4,8 @@ from django.test import override_settings
 from twisted.internet import reactor
 
 from ai.helpers.journal import journal_entries
-from ai.sleep.extraction import run_pre_compaction_extraction
+from ai.prompt_contexts import DEFAULT_PRE_COMPACTION_PROMPT
+from ai.sleep.extraction import EXTRACTION_INSTRUCTION, run_pre_compaction_extraction
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 from .test_context_compaction import FACTS, fill
@@ -55,6 +56,14 @@ class TestOfflineExtraction(ExtractionTestCase):
         self.assertEqual((result["iterations"], result["stop_reason"]), (5, "max_iterations"))
         self.assertEqual(len(journal_entries(self.assistant)), 8)
 
+    def test_the_configured_limit_governs_whatever_the_per_tick_limit(self):
+        fill(self.script, FACTS * 2)
+        self.script.set_config("pre_compact_max_iterations", 8)
+        self.script.set_config("execution_config", {"max_iterations_per_tick": 2})
+        result = self.extract()
+        self.assertEqual((result["iterations"], result["stop_reason"]), (8, "max_iterations"))
+        self.assertEqual(result["facts_recorded"], 8)
+
 
 class TestStopConditionsAndSignal(ExtractionTestCase):
     def setUp(self):
@@ -78,13 +87,16 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
         result, _ = self.run_scripted([("say", {"message": "hi"})])
         self.assertEqual((result["stop_reason"], result["facts_recorded"]), ("tool_not_allowed", 0))
 
-    def test_the_custom_prompt_is_used(self):
+    def test_the_custom_prompt_replaces_the_default_one(self):
+        _, llm = self.run_scripted([("noop", {})])
+        self.assertEqual(llm.calls[0][0]["content"], DEFAULT_PRE_COMPACTION_PROMPT)
         self.script.set_config("pre_compact_prompt", "Journal only the passwords.")
         _, llm = self.run_scripted([("noop", {})])
-        self.assertEqual(
-            llm.calls[0][-1], {"role": "user", "content": "Journal only the passwords."}
-        )
-        self.assertIn("Mirkwood", " ".join(m["content"] or "" for m in llm.calls[0]))
+        sent = llm.calls[0]
+        self.assertEqual(sent[0], {"role": "system", "content": "Journal only the passwords."})
+        self.assertNotIn(DEFAULT_PRE_COMPACTION_PROMPT, [m.get("content") for m in sent])
+        self.assertEqual(sent[-1], {"role": "user", "content": EXTRACTION_INSTRUCTION})
+        self.assertIn("Mirkwood", " ".join(m.get("content") or "" for m in sent))
 
     def test_the_signal_is_set_during_extraction_and_cleared_after(self):
         with ScriptedLLM(0.3) as llm:
@@ -110,6 +122,19 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
                 result = self.extract()
         self.assertEqual(result["reason"], "extraction failed: bug")
         self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+
+    def test_a_reload_during_extraction_clears_the_signal_at_server_start(self):
+        from evennia.scripts.models import ScriptDB
+
+        with ScriptedLLM(0.3) as llm:
+            self.script.set_config("llm_model", llm.model)
+            pending = run_pre_compaction_extraction(self.script, self.assistant)
+            reactor.iterate(0.05)
+            # The reload drops the running extraction; the server start that follows runs
+            # every script's at_server_start.
+            ScriptDB.objects.update_scripts_after_server_start()
+            self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+            wait_for(pending)
 
     def test_a_second_extraction_while_one_runs_is_refused(self):
         with ScriptedLLM(0.3, [("noop", {})]) as llm:

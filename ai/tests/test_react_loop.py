@@ -58,7 +58,7 @@ class TestStopConditions(LoopTestCase):
         self.assertEqual(result.stop_reason, "max_iterations")
         self.assertEqual(result.iterations, 5)
         with ScriptedLLM(*[[("review_journal", {})]] * 6) as llm:
-            result = self.run_loop(llm, event=SPEECH, max_iterations=2)
+            result = self.run_loop(llm, event=SPEECH, iteration_limit=2)
         self.assertEqual(result.iterations, 2)
 
     @override_settings(AI_LLM_MAX_RETRIES=0)
