@@ -14,6 +14,7 @@ from twisted.internet import defer
 
 from .config import SCRIPT_CONFIG, ConfigError
 from .helpers.journal import journal_entries
+from .history import row_to_message
 from .models import ConversationMessage
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
@@ -173,10 +174,29 @@ class CmdAiConfig(MuxCommand):
         self.caller.msg(f"Configuration of {assistant.key}:\n{table}")
 
 
+def is_summary(message):
+    """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]``."""
+    return (message.get("metadata") or {}).get("type") == "compaction"
+
+
+def summary_block(message):
+    """Return a summary message's metadata on one line, then its whole text."""
+    metadata = message["metadata"]
+    text = message["content"].removeprefix(SUMMARY_MARKER).strip()
+    return (
+        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, compaction "
+        f"#{metadata.get('successive_compactions', 1)} in a row, "
+        f"{when(metadata.get('compacted_at'))}): replaced "
+        f"{metadata.get('compacted_count', '?')} messages, "
+        f"{metadata.get('original_token_count', '?')} → "
+        f"{metadata.get('summary_token_count', '?')} tokens:\n{text}"
+    )
+
+
 def preview(message, width=PREVIEW_CHARS):
     """Return one line of at most ``width`` characters that stands for ``message``."""
     metadata = message.get("metadata") or {}
-    if metadata.get("type") == "compaction":
+    if is_summary(message):
         text = (
             f"{SUMMARY_MARKER} {metadata.get('compacted_count', '?')} msgs, "
             f"{metadata.get('kind', '?')}, successive #{metadata.get('successive_compactions', 1)}"
@@ -228,13 +248,14 @@ class CmdAiHistory(MuxCommand):
       aihistory/archived [<assistant>] <summary id>
 
     Switches:
-      journal     - the journal's entries, newest last (compaction syntheses too)
+      journal     - the journal's entries in full, newest last (syntheses too)
       compactions - every compaction summary, live or archived, and the syntheses
-      archived    - the messages that one summary replaced
+      archived    - one summary in full, then the messages it replaced
 
     Without a name, the only assistant in the room is shown. The plain form shows
-    how full the context is against the compaction thresholds, then the live
-    history; summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k".
+    how full the context is against the compaction thresholds, each live summary
+    in full with its metadata, the journal's synthesis entries, then the live
+    history; in it, summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k".
 
     Examples:
       aihistory
@@ -290,15 +311,19 @@ class CmdAiHistory(MuxCommand):
         ]
         for message in messages:
             successive = message["metadata"].get("successive_compactions") or 0
-            if (
-                message["metadata"].get("type") == "compaction"
-                and successive >= ACCURACY_WARNING_AT
-            ):
+            if is_summary(message) and successive >= ACCURACY_WARNING_AT:
                 lines.append(
                     f"|rWarning:|n summary {message['id']} is compaction #{successive} in a "
                     "row; accuracy degrades after several successive compactions. Check the "
                     "journal's synthesis entries (aihistory/journal)."
                 )
+        lines += [summary_block(message) for message in messages if is_summary(message)]
+        syntheses = [
+            f"{entry['id']} ({when(entry.get('timestamp'))})"
+            for entry in journal_entries(assistant)
+            if entry.get("source_type") == "compaction"
+        ]
+        lines.append(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.")
         lines.append(str(message_table(messages)) if messages else "No live history.")
         return "\n".join(lines)
 
@@ -308,7 +333,13 @@ class CmdAiHistory(MuxCommand):
         if not entries:
             return f"{assistant.key}'s journal is empty."
         table = EvTable(
-            "|wid|n", "|wimp|n", "|wsource|n", "|wtags|n", "|wpreview|n", border="header"
+            "|wid|n",
+            "|wimp|n",
+            "|wsource|n",
+            "|wtags|n",
+            "|wcontent|n",
+            border="header",
+            valign="t",
         )
         for entry in entries:
             table.add_row(
@@ -316,7 +347,7 @@ class CmdAiHistory(MuxCommand):
                 entry.get("importance", "?"),
                 entry.get("source_type", "?"),
                 ", ".join(entry.get("tags") or ()),
-                preview({"content": entry["content"]}),
+                entry["content"],
             )
         return f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):\n{table}"
 
@@ -359,13 +390,17 @@ class CmdAiHistory(MuxCommand):
 
     def archived(self, assistant, script, summary_id):
         """Return the messages that the summary ``summary_id`` replaced."""
-        if summary_id not in {summary.pk for summary in summaries_of(script)}:
+        summaries = {row.pk: row for row in summaries_of(script)}
+        if summary_id not in summaries:
             return (
                 f"{summary_id} is not a summary of {assistant.key}'s history; "
                 "see aihistory/compactions."
             )
         messages = script.history.archived_by(summary_id)
-        return f"Messages replaced by summary {summary_id}:\n{message_table(messages)}"
+        return (
+            f"{summary_block(row_to_message(summaries[summary_id]))}\n"
+            f"Messages replaced by summary {summary_id}:\n{message_table(messages)}"
+        )
 
 
 @defer.inlineCallbacks

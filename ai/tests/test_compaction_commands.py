@@ -139,6 +139,30 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", output)
         self.assertNotIn("Warning", output)
 
+    def test_shows_each_live_summary_in_full_and_the_synthesis_entries(self):
+        self.tell_facts()
+        self.make_compactable()
+        result = self.compact()
+        marker = self.script.history.messages()[0]
+        metadata = marker["metadata"]
+        output = self.call(CmdAiHistory(), "Helper")
+        self.assertIn(
+            f"Summary {result['summary_id']} (manual, compaction #1 in a row, "
+            f"{metadata['compacted_at'][:10]} ",
+            output,
+        )
+        self.assertIn(
+            f"replaced {result['compacted_messages']} messages, "
+            f"{metadata['original_token_count']} → {metadata['summary_token_count']} tokens:",
+            output,
+        )
+        kept = marker["content"].removeprefix("[CONTEXT SUMMARY]\n")
+        self.assertGreater(len(kept), 80, "long enough that a preview would cut it")
+        for line in kept.splitlines():
+            self.assertIn(line, output)
+        synthesis = journal_entries(self.assistant)[-1]
+        self.assertIn(f"Synthesis entries in the journal: {synthesis['id']} (", output)
+
     def test_warns_from_the_third_successive_compaction(self):
         self.script.append_message(summary(2))
         self.assertNotIn("Warning", self.call(CmdAiHistory(), "Helper"))
@@ -169,8 +193,10 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertRegex(output, r"journal_\S+ +4 +conversation +char, food +Char likes apples\.")
         self.assertRegex(
             output,
-            rf"{synthesis['id']} +7 +compaction +compaction, synthesis +\[CONTEXT SYNTHESIS\] Char:",
+            rf"{synthesis['id']} +7 +compaction +compaction, synthesis +\[CONTEXT SYNTHESIS\] +\n",
         )
+        for line in synthesis["content"].splitlines():
+            self.assertIn(line, output, "each entry is shown in full")
         self.assertLess(output.index("Char likes apples"), output.index(synthesis["id"]))
 
     def test_compactions_lists_live_and_archived_summaries(self):
@@ -203,11 +229,13 @@ class TestAiHistory(CompactionCommandTestCase):
         self.make_compactable()
         result = self.compact()
         output = self.call(CmdAiHistory(), f"/archived Helper {result['summary_id']}")
-        self.assertIn(f"Messages replaced by summary {result['summary_id']}:", output)
+        kept, replaced = output.split(f"Messages replaced by summary {result['summary_id']}:")
+        self.assertTrue(kept.startswith(f"Summary {result['summary_id']} (manual, "))
+        self.assertIn("Char: I buried 40 gold coins", kept, "what the summary kept")
         for fact in FACTS[:5]:
-            self.assertIn(fact, output)
+            self.assertIn(fact, replaced)
         self.assertNotIn(FACTS[5], output)
-        self.call(CmdAiHistory(), f"/archived {result['summary_id']}", "Messages replaced by")
+        self.call(CmdAiHistory(), f"/archived {result['summary_id']}", "Summary ")
 
     def test_archived_refuses_what_is_not_this_assistants_summary(self):
         message = self.script.append_message({"role": "user", "content": FACTS[0]})
