@@ -278,8 +278,10 @@ def fact_figures(outcome, assistant):
         "at_end_after_compactions": len(outcome.compactions),
         "planted": len(places),
         "found": len(places) - len(lost),
-        "found_in_live_context": sum("context" in found for found in places.values()),
-        "found_in_journal": sum("journal" in found for found in places.values()),
+        **{
+            f"found_in_{place}": sum(place in found for found in places.values())
+            for place in play.PLACES
+        },
         "lost": lost,
         "all_findable": not after["facts_lost"] and not lost,
     }

@@ -225,21 +225,29 @@ def compaction_of(result):
 
 
 def fact_places(script, character, facts):
-    """Return where each key of ``facts`` can be found: ``{key: {"context", "journal"}}``.
+    """Return where each key of ``facts`` can be found, as ``{key: set of places}``.
 
-    A key is in the context if a live history message contains it, in the journal if an
-    entry does; a lost fact maps to an empty set.
+    The places: ``summary`` (a live ``[CONTEXT SUMMARY]``: what compaction kept),
+    ``recent`` (another live message), ``journal`` (an entry). A lost fact maps to an
+    empty set.
     """
     from ai.helpers.journal import journal_entries
 
+    live = script.conversation_history
     texts = {
-        "context": [message.get("content") or "" for message in script.conversation_history],
+        "summary": [m["content"] for m in live if m["metadata"].get("type") == "compaction"],
+        "recent": [
+            m.get("content") or "" for m in live if m["metadata"].get("type") != "compaction"
+        ],
         "journal": [entry["content"] for entry in journal_entries(character)],
     }
     return {
         key: {place for place, found in texts.items() if any(key in text for text in found)}
         for key in facts
     }
+
+
+PLACES = ("summary", "recent", "journal")
 
 
 def lost_facts(places):
@@ -371,11 +379,11 @@ def report(assistant, outcome):
     print(RULE)
     print_compactions(outcome.compactions)
     print_journal(assistant)
+    counts = {place: sum(place in found for found in places.values()) for place in PLACES}
     print(
         f"planted facts found in the live context or the journal: "
-        f"{len(places) - len(lost)}/{len(places)} (in the live context "
-        f"{sum('context' in found for found in places.values())}, in the journal "
-        f"{sum('journal' in found for found in places.values())})"
+        f"{len(places) - len(lost)}/{len(places)} (in a live summary {counts['summary']}, "
+        f"in the recent messages {counts['recent']}, in the journal {counts['journal']})"
     )
     if lost:
         print(f"  missing: {', '.join(lost)}")

@@ -26,6 +26,12 @@ _EVENT_LINE = re.compile(r"^(?P<speaker>.+?) (?:says|asks|tells you|whispers)[,:
 _GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
+_COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
+# The replies compose_reply makes: acknowledgements and recollections, never commitments.
+_STOCK_REPLY = re.compile(
+    r"^(Understood, .+?\. I'll keep that in mind:|(You|.+?) told me:|From what I recall:"
+    r"|I don't know that yet|Hello, )"
+)
 
 
 @dataclass
@@ -115,6 +121,13 @@ def compose_reply(speaker, text, messages):
     return f"Understood, {who}. I'll keep that in mind: {text}"
 
 
+def is_commitment(text):
+    """Tell whether the assistant's own line commits it to something (not a stock reply)."""
+    if _STOCK_REPLY.match(text or ""):
+        return False
+    return bool(_COMMITTING & set(words(text))) and is_fact(text)
+
+
 def is_fact(text):
     """Tell whether a line is a statement worth journaling (not a question or a greeting)."""
     if is_question(text) or set(words(text)[:2]) & _GREETINGS:
@@ -193,7 +206,7 @@ def respond(messages, tools=None):
     """
     names = tool_names(tools)
     if summarizer.is_summary_request(messages):
-        return Reply(content=summarizer.summarize(messages, parse_event, is_fact))
+        return Reply(content=summarizer.summarize(messages, parse_event, is_fact, is_commitment))
     if "add_journal_entry" in names and not any(n in names for n in SPEAK_TOOL_NAMES):
         return extract_next_fact(messages, names)
     last_user = _last_user_index(messages)

@@ -120,6 +120,29 @@ class TestCompactConversationHistoryExecution(CompactionTestCase):
         )
         self.assertEqual(self.script.history.totals(), (sum(m["token_count"] for m in history), 5))
 
+    def test_the_offline_summary_keeps_facts_and_promises_with_who_said_them(self):
+        self.script.history.clear()
+        lines = [
+            ("user", "Char says: Hello there!"),
+            ("assistant", "Hello, Char! How can I help?"),
+            ("user", "Char2 says: Where is the old mill?"),
+            ("assistant", "I don't know that yet, Char2. Tell me and I will remember it."),
+            ("user", "Char2 says: I owe the miller Hobb 5 silver for the flour."),
+            ("assistant", "Understood, Char2. I'll keep that in mind: I owe the miller Hobb 5."),
+            ("assistant", "I promise to guide Char2 to the mill at Westbrook before noon."),
+        ]
+        for role, content in lines + [("user", "Char says: filler line")] * 4:
+            self.script.append_message({"role": role, "content": content})
+        result = self.compact()
+        summary = self.script.conversation_history[0]["content"]
+        self.assertEqual(
+            summary,
+            "[CONTEXT SUMMARY]\n"
+            "Char2: I owe the miller Hobb 5 silver for the flour.\n"
+            "You said: I promise to guide Char2 to the mill at Westbrook before noon.",
+        )
+        self.assertEqual(result["compacted_messages"], len(lines))
+
     def test_only_the_messages_to_compact_are_sent_with_the_custom_prompt_and_model(self):
         self.script.set_config("compact_prompt", "Condense this, keep names.")
         with ScriptedLLM("Char buried coins; Char2 knows the password.") as llm:
