@@ -48,6 +48,19 @@ class TestOfflineExtraction(ExtractionTestCase):
         first_message = self.script.conversation_history[0]
         self.assertEqual(entries[0]["source_message_ids"], [first_message["id"]])
 
+    def test_entity_observations_name_their_source_message_too(self):
+        fill(self.script, FACTS[:3])
+        observe = (
+            "update_entity_observation",
+            {"entity": "Char", "observation": "Char buried 40 gold coins under the old oak."},
+        )
+        with ScriptedLLM([observe], [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.extract()
+        profile = self.assistant.db.entity_profiles[self.char1.dbref]
+        first_message = self.script.conversation_history[0]
+        self.assertEqual(profile["observations"][0]["source_message_ids"], [first_message["id"]])
+
     def test_the_iteration_limit_holds_and_sleep_defaults_to_five(self):
         fill(self.script)
         self.assertEqual(self.extract(max_iterations=3)["iterations"], 3)

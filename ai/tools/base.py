@@ -6,6 +6,8 @@ from typing import Callable
 
 from jsonschema import Draft202012Validator, SchemaError
 
+from ..helpers.journal import cited_messages
+
 TOOL_CATEGORIES = ("safe", "terminal", "dangerous", "journal", "memory", "communication")
 # The name rule of the OpenAI function-calling API.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -91,6 +93,11 @@ class ToolContext:
     event: dict | None = None
     source_message_ids: list = field(default_factory=list)
     source_messages: list = field(default_factory=list)
+
+    def sources_for(self, text):
+        """Return the ids of the history messages that what a tool writes (``text``) came
+        from: the turn's own, else those of ``source_messages`` sharing most words with it."""
+        return list(self.source_message_ids) or cited_messages(text, self.source_messages)
 
 
 @dataclass

@@ -12,7 +12,6 @@ from evennia.utils.utils import dbref
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
-    cited_messages,
     journal_entries,
     search_entries,
 )
@@ -32,8 +31,7 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
             source_type=source_type,
             importance=importance,
             tags=tags,
-            source_message_ids=ctx.source_message_ids
-            or cited_messages(content, ctx.source_messages),
+            source_message_ids=ctx.sources_for(content),
         )
     except ValueError as err:
         return ToolResult(ok=False, content=f"Not journaled: {err}")
@@ -87,7 +85,7 @@ def update_entity_observation(ctx, entity, observation):
     profiles = deserialize(ctx.character.db.entity_profiles) or {}
     profile = profiles.get(target.dbref) or {"observations": []}
     observations = profile["observations"] + [
-        {"text": observation, "timestamp": now, "source_message_ids": list(ctx.source_message_ids)}
+        {"text": observation, "timestamp": now, "source_message_ids": ctx.sources_for(observation)}
     ]
     profile.update(name=target.key, observations=observations[-MAX_OBSERVATIONS:], updated=now)
     profiles[target.dbref] = profile
