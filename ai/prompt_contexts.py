@@ -11,15 +11,7 @@ from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
-from .config import (
-    ConfigError,
-    boolean,
-    check_value,
-    default_value,
-    int_range,
-    optional,
-    text,
-)
+from .config import ConfigError, boolean, check_value, default_value, int_range, optional, text
 from .prompt_components import (
     COMPONENT_CHARACTER_CONTEXT,
     COMPONENT_CONTEXT_BUFFER,

@@ -174,14 +174,19 @@ def previous_successive_count(messages):
 
 
 def is_stuck(script, kind):
-    """Return whether the last ``kind`` compaction left usage over its threshold and the
-    history has not changed since: running it again would only repeat the same calls."""
+    """Return whether a ``kind`` compaction would only repeat the last one that did not help.
+
+    True when the last ``kind`` compaction left usage over its threshold and the history
+    has not changed since.
+    """
     return (script.ndb.stuck_compactions or {}).get(kind) == script.history.totals()
 
 
 def record_outcome(script, kind, still_over):
-    """Remember whether a ``kind`` compaction left usage over its threshold, and at which
-    history state, so that :func:`is_stuck` holds until the history changes."""
+    """Remember whether a ``kind`` compaction left usage over its threshold.
+
+    The history's state is kept with it, so that :func:`is_stuck` holds until it changes.
+    """
     stuck = dict(script.ndb.stuck_compactions or {})
     stuck[kind] = script.history.totals() if still_over else None
     script.ndb.stuck_compactions = stuck

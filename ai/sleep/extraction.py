@@ -8,11 +8,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..helpers.journal import journal_entries
-from ..prompt_contexts import (
-    CONTEXT_PRE_COMPACTION,
-    get_context_config,
-    system_prompt_override,
-)
+from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
 
 MIN_MESSAGES = 5

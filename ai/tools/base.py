@@ -95,8 +95,11 @@ class ToolContext:
     source_messages: list = field(default_factory=list)
 
     def sources_for(self, text):
-        """Return the ids of the history messages that what a tool writes (``text``) came
-        from: the turn's own, else those of ``source_messages`` sharing most words with it."""
+        """Return the ids of the history messages that ``text``, which a tool writes, came from.
+
+        The turn's own messages when it has them, else those of ``source_messages`` that
+        share most words with ``text``.
+        """
         return list(self.source_message_ids) or cited_messages(text, self.source_messages)
 
 

@@ -9,12 +9,7 @@ from evennia.utils.dbserialize import deserialize
 from evennia.utils.search import search_object
 from evennia.utils.utils import dbref
 
-from ..helpers.journal import (
-    MAX_ENTRY_CHARS,
-    add_entry,
-    journal_entries,
-    search_entries,
-)
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, journal_entries, search_entries
 from .base import Tool, ToolResult
 from .registry import register_tool
 
