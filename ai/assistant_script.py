@@ -11,9 +11,9 @@ from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
 
 from .config import (
+    CROSS_CHECKS,
     SCRIPT_CONFIG,
     ai_setting,
-    check_thresholds,
     check_value,
     default_value,
     resolve_config,
@@ -66,15 +66,11 @@ class AssistantScript(DefaultScript):
             ConfigError: naming the attribute and its allowed range; nothing is stored.
         """
         check_value(name, value)
-        if name in ("compact_sleep_threshold", "compact_emergency_threshold"):
-            pending = {
-                "compact_sleep_threshold": self.get_config("compact_sleep_threshold"),
-                "compact_emergency_threshold": self.get_config("compact_emergency_threshold"),
-                name: value,
-            }
-            check_thresholds(
-                pending["compact_sleep_threshold"], pending["compact_emergency_threshold"]
-            )
+        for names, check, _ in CROSS_CHECKS:
+            if name in names:
+                pending = {other: self.get_config(other) for other in names}
+                pending[name] = value
+                check(*(pending[other] for other in names))
         self.attributes.add(name, value)
 
     def effective_config(self):

@@ -121,7 +121,8 @@ SCRIPT_CONFIG = {
     "max_context_tokens": Option(
         100000,
         optional(int_range(256)),
-        "Context limit for usage calculations; None asks litellm for the model's input window",
+        "Context limit for usage calculations; None asks litellm for the model's input window "
+        "(refused when litellm does not know it)",
     ),
     "compact_enabled": Option(True, boolean, "Master switch for compaction"),
     "compact_sleep_threshold": Option(0.7, fraction, "Compact during sleep at this usage"),
@@ -209,6 +210,35 @@ def check_thresholds(sleep, emergency):
         )
 
 
+def check_window(llm_model, max_context_tokens):
+    """Refuse ``max_context_tokens`` None when litellm does not know the model's window.
+
+    Args:
+        llm_model (str or None): The script's model; None uses the ``AI_LLM_MODEL`` setting.
+        max_context_tokens (int or None): The configured context limit.
+    """
+    from .litellm_loader import model_input_window
+
+    model = llm_model or ai_setting("AI_LLM_MODEL")
+    if max_context_tokens is None and model_input_window(model) is None:
+        raise ConfigError(
+            f"max_context_tokens=None refused: litellm does not know the input window of "
+            f"{model!r}; set max_context_tokens"
+        )
+
+
+# Checks of two attributes together: the attributes, in the check's argument order, the
+# check, and those that fall back to their defaults when a stored pair fails it.
+CROSS_CHECKS = (
+    (
+        ("compact_sleep_threshold", "compact_emergency_threshold"),
+        check_thresholds,
+        ("compact_sleep_threshold", "compact_emergency_threshold"),
+    ),
+    (("llm_model", "max_context_tokens"), check_window, ("max_context_tokens",)),
+)
+
+
 def default_value(name):
     """Return a fresh copy of the default of ``name``."""
     return deepcopy(SCRIPT_CONFIG[name].default)
@@ -233,10 +263,12 @@ def resolve_config(values):
             problems.append(f"{err}; using the default {SCRIPT_CONFIG[name].default!r}")
             value = default_value(name)
         config[name] = value
-    try:
-        check_thresholds(config["compact_sleep_threshold"], config["compact_emergency_threshold"])
-    except ConfigError as err:
-        problems.append(f"{err}; using the defaults of both thresholds")
-        config["compact_sleep_threshold"] = default_value("compact_sleep_threshold")
-        config["compact_emergency_threshold"] = default_value("compact_emergency_threshold")
+    for names, check, fallback in CROSS_CHECKS:
+        try:
+            check(*(config[name] for name in names))
+        except ConfigError as err:
+            defaults = ", ".join(f"{name}={SCRIPT_CONFIG[name].default!r}" for name in fallback)
+            problems.append(f"{err}; using the default {defaults}")
+            for name in fallback:
+                config[name] = default_value(name)
     return config, problems

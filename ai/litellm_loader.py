@@ -40,3 +40,15 @@ def check_model(model):
             f"litellm knows no provider for {model!r}; use e.g. 'offline/assistant', "
             "'openai/gpt-4o-mini', 'anthropic/claude-3-5-haiku-latest' or 'ollama/llama3'"
         ) from err
+
+
+def model_input_window(model):
+    """Return the input window of ``model`` in tokens, or None when litellm does not know it."""
+    from .offline import CONTEXT_WINDOW, PROVIDER
+
+    if model.startswith(f"{PROVIDER}/"):
+        return CONTEXT_WINDOW
+    try:
+        return load_litellm().get_model_info(model).get("max_input_tokens") or None
+    except Exception:
+        return None

@@ -14,9 +14,7 @@ from twisted.internet import defer, reactor, threads
 from twisted.internet.task import deferLater
 
 from .config import ai_setting
-from .litellm_loader import load_litellm
-from .offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
-from .offline import PROVIDER as OFFLINE_PROVIDER
+from .litellm_loader import load_litellm, model_input_window
 from .utils.markers import TRANSCRIPT_HEADER
 from .utils.message_format import sendable
 
@@ -86,23 +84,12 @@ def resolve_model(script, model=None):
 
 
 def context_window(script):
-    """Return the context limit: ``max_context_tokens``, else the model's input window."""
-    configured = script.get_config("max_context_tokens")
-    if configured:
-        return configured
-    model = resolve_model(script)
-    if model.startswith(f"{OFFLINE_PROVIDER}/"):
-        return OFFLINE_CONTEXT_WINDOW
-    try:
-        window = load_litellm().get_model_info(model).get("max_input_tokens")
-    except Exception:
-        window = None
-    if not window:
-        raise ValueError(
-            f"max_context_tokens is None and litellm does not know the input window of "
-            f"{model!r}: set max_context_tokens"
-        )
-    return window
+    """Return the context limit: ``max_context_tokens``, else the model's input window.
+
+    The configuration never leaves both unknown: ``max_context_tokens`` None is refused
+    for a model whose window litellm does not know.
+    """
+    return script.get_config("max_context_tokens") or model_input_window(resolve_model(script))
 
 
 def _read_tool_calls(message):

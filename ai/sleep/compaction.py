@@ -16,7 +16,7 @@ from twisted.internet import defer
 from ..context_usage import measure_context
 from ..helpers.journal import add_entry
 from ..history import HistoryChanged
-from ..litellm_loader import load_litellm
+from ..litellm_loader import model_input_window
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
     compaction_prompt,
@@ -24,8 +24,6 @@ from ..llm_interaction import (
     generate_context_summary,
     summary_model,
 )
-from ..offline import CONTEXT_WINDOW as OFFLINE_CONTEXT_WINDOW
-from ..offline import PROVIDER as OFFLINE_PROVIDER
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
 from ..utils.token_counter import count_message_tokens, count_tokens
@@ -66,16 +64,7 @@ def split_history(history, preserve_count, max_tokens):
 def summarizer_window(script):
     """Return the input window of the model that writes summaries."""
     model = script.get_config("compact_model")
-    if not model:
-        return context_window(script)
-    if model.startswith(f"{OFFLINE_PROVIDER}/"):
-        return OFFLINE_CONTEXT_WINDOW
-    try:
-        return load_litellm().get_model_info(model).get("max_input_tokens") or context_window(
-            script
-        )
-    except Exception:
-        return context_window(script)
+    return (model and model_input_window(model)) or context_window(script)
 
 
 def _tokens(message, model):

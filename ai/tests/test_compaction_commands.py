@@ -117,14 +117,13 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertIn("No live history.", output)
 
     def test_says_when_the_context_cannot_be_measured(self):
-        self.script.set_config("llm_model", "openai/no-such-model")
-        self.script.set_config("max_context_tokens", None)
-        self.call(
-            CmdAiHistory(),
-            "Helper",
-            "Cannot measure the context of Helper: max_context_tokens is None and litellm does "
-            "not know the input window of 'openai/no-such-model': set max_context_tokens",
-        )
+        with self.settings(AI_CONTEXT_OVERRIDES={"tick_event": {"max_iterations": 0}}):
+            self.call(
+                CmdAiHistory(),
+                "Helper",
+                "Cannot measure the context of Helper: AI_CONTEXT_OVERRIDES['tick_event']"
+                "['max_iterations']=0 refused",
+            )
 
     def test_shows_a_summary_marker_with_its_metadata(self):
         self.tell_facts()

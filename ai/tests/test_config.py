@@ -71,9 +71,27 @@ class TestRefusals(AssistantTestCase):
         self.script.set_config("compact_emergency_threshold", 0.9)
         self.script.set_config("compact_sleep_threshold", 0.9)
         self.script.set_config("llm_model", "anthropic/claude-3-5-haiku-latest")
-        self.script.set_config("max_context_tokens", None)
+        self.script.set_config("llm_model", "openai/gpt-4o-mini")
+        self.script.set_config("max_context_tokens", None)  # litellm knows its window
         self.assertEqual(self.script.db.compact_sleep_threshold, 0.9)
-        self.assertEqual(self.script.db.llm_model, "anthropic/claude-3-5-haiku-latest")
+        self.assertEqual(self.script.db.llm_model, "openai/gpt-4o-mini")
+        self.assertEqual(self.script.context_usage().max_tokens, 128000)
+
+    def test_no_context_limit_is_refused_for_a_model_of_unknown_window(self):
+        unknown = "anthropic/claude-3-5-haiku-latest"  # not in the pinned litellm's model map
+        self.script.set_config("llm_model", unknown)
+        with self.assertRaisesRegex(
+            ConfigError,
+            rf"^max_context_tokens=None refused: litellm does not know the input window of "
+            rf"'{unknown}'; set max_context_tokens$",
+        ):
+            self.script.set_config("max_context_tokens", None)
+        self.assertEqual(self.script.db.max_context_tokens, 100000)
+        self.script.set_config("llm_model", "openai/gpt-4o-mini")
+        self.script.set_config("max_context_tokens", None)
+        with self.assertRaisesRegex(ConfigError, "does not know the input window"):
+            self.script.set_config("llm_model", unknown)
+        self.assertEqual(self.script.db.llm_model, "openai/gpt-4o-mini")
 
     def test_raising_sleep_above_emergency_is_refused(self):
         with self.assertRaisesRegex(ConfigError, "compact_emergency_threshold=0.8 refused"):
@@ -81,6 +99,20 @@ class TestRefusals(AssistantTestCase):
 
 
 class TestTickSurvivesBadStoredValues(AssistantTestCase):
+    def test_a_stored_unknown_window_falls_back_to_the_default_limit(self):
+        self.script.db.max_context_tokens = None
+        with self.settings(AI_LLM_MODEL="anthropic/claude-3-5-haiku-latest"):
+            with patch("ai.assistant_script.logger.log_err") as log_err:
+                self.assertEqual(self.script.context_usage().max_tokens, 100000)
+                self.script.context_usage()
+        log_err.assert_called_once()
+        self.assertIn(
+            "max_context_tokens=None refused: litellm does not know the input window of "
+            "'anthropic/claude-3-5-haiku-latest'; set max_context_tokens; using the default "
+            "max_context_tokens=100000",
+            log_err.call_args.args[0],
+        )
+
     def test_a_value_set_directly_falls_back_to_the_default_with_a_logged_error(self):
         self.script.db.llm_model = "nonsense"
         self.script.db.compact_preserve_window = -3
