@@ -16,8 +16,10 @@ from .config import SCRIPT_CONFIG, ConfigError
 from .helpers.journal import journal_entries
 from .history import row_to_message
 from .models import ConversationMessage
+from .prompt_contexts import CONTEXT_TICK_EVENT
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
+from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
@@ -481,6 +483,76 @@ class CmdAiCompact(MuxCommand):
         running.addCallbacks(report, failed)
 
 
+def call_text(call):
+    """Return a tool call as ``name(arguments)``."""
+    return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
+
+
+class CmdAiConfirm(MuxCommand):
+    """
+    Confirm or discard the dangerous tool calls an assistant waits on.
+
+    Usage:
+      aiconfirm [<assistant>]
+      aiconfirm [<assistant>] = <number>
+      aiconfirm/discard [<assistant>] = <number>
+
+    Switches:
+      discard - drop the call instead of running it
+
+    Where a context asks for confirmation, the assistant does not run a
+    dangerous tool (one that changes the world) but waits for a builder. The
+    plain form lists the waiting calls, numbered. With a number, that call runs
+    now, and its result goes into the assistant's history so it knows; with
+    /discard, the call is dropped and the assistant is told so.
+
+    Examples:
+      aiconfirm helper
+      aiconfirm helper = 1
+      aiconfirm/discard helper = 1
+    """
+
+    key = "aiconfirm"
+    switch_options = ("discard",)
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        caller = self.caller
+        assistant = find_assistant(caller, self.lhs.strip())
+        if assistant is None:
+            return
+        script = assistant.assistant_script
+        waiting = list(script.db.awaiting_confirmation or [])
+        if self.rhs is None:
+            if not waiting:
+                caller.msg(f"{assistant.key} waits on no dangerous tool call.")
+                return
+            table = EvTable("|w#|n", "|wcall|n", border="header")
+            for number, call in enumerate(waiting, 1):
+                table.add_row(number, call_text(call))
+            caller.msg(f"Tool calls {assistant.key} waits on:\n{table}")
+            return
+        number = self.rhs.strip()
+        if not number.isdigit() or not 1 <= int(number) <= len(waiting):
+            caller.msg(
+                f"{assistant.key} has no waiting call {number!r}; see aiconfirm {assistant.key}."
+            )
+            return
+        call = waiting.pop(int(number) - 1)
+        script.db.awaiting_confirmation = waiting
+        if "discard" in self.switches:
+            note = f"{caller.key} did not allow your call {call_text(call)}; it was not run."
+            caller.msg(f"Discarded {call_text(call)}; {assistant.key} is told.")
+        else:
+            outcome = execute_tool(call, ToolContext(script, assistant, CONTEXT_TICK_EVENT))
+            note = (
+                f"{caller.key} allowed your call {call_text(call)}; it returned: {outcome.content}"
+            )
+            caller.msg(f"Ran {call_text(call)} for {assistant.key}: {outcome.content}")
+        script.append_message({"role": "user", "content": note})
+
+
 class AssistantCmdSet(CmdSet):
     """The assistant's commands: talk for everyone, the ai* commands for builders."""
 
@@ -492,3 +564,4 @@ class AssistantCmdSet(CmdSet):
         self.add(CmdAiConfig())
         self.add(CmdAiHistory())
         self.add(CmdAiCompact())
+        self.add(CmdAiConfirm())

@@ -1,10 +1,12 @@
-"""In-game commands: talk, aimode, aiconfig, and their locks."""
+"""In-game commands: talk, aimode, aiconfig, aiconfirm, and their locks."""
 
 from evennia.utils.test_resources import BaseEvenniaCommandTest
 
-from ai.commands import CmdAiConfig, CmdAiMode, CmdTalk
+from ai.commands import CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
+from ai.tool_execution import run_react_loop
+from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
-from .support import make_assistant, wait_for
+from .support import ScriptedLLM, make_assistant, wait_for
 
 
 class CommandTestCase(BaseEvenniaCommandTest):
@@ -79,3 +81,84 @@ class TestAiConfig(CommandTestCase):
 
     def test_locked_to_builders(self):
         self.assertFalse(CmdAiConfig().access(self.char2, "cmd"))
+
+
+class TestAiConfirm(CommandTestCase):
+    def setUp(self):
+        super().setUp()
+        self.demolished = []
+        register_tool(
+            Tool(
+                name="demolish",
+                description="Tear down a building",
+                parameters={"type": "object", "properties": {"what": {"type": "string"}}},
+                categories=frozenset({"dangerous"}),
+                handler=lambda ctx, what: self.demolished.append(what)
+                or ToolResult(True, f"{what} is rubble"),
+            )
+        )
+        self.addCleanup(unregister_tool, "demolish")
+        calls = [[("demolish", {"what": "the old mill"})], [("demolish", {"what": "the bridge"})]]
+        with ScriptedLLM(*calls) as llm:
+            self.script.set_config("llm_model", llm.model)
+            for _ in calls:
+                loop = wait_for(
+                    run_react_loop(
+                        self.script,
+                        self.assistant,
+                        "tick_event",
+                        signals={"event_class": "building"},
+                    )
+                )
+                self.assertEqual(loop.stop_reason, "awaiting_confirmation")
+        self.assertEqual(self.demolished, [])
+
+    def test_lists_the_waiting_calls(self):
+        output = self.call(CmdAiConfirm(), "Helper")
+        self.assertIn("Tool calls Helper waits on:", output)
+        self.assertRegex(output, r'1 +demolish\(\{"what": "the old mill"\}\)')
+        self.assertRegex(output, r'2 +demolish\(\{"what": "the bridge"\}\)')
+
+    def test_confirming_runs_the_call_and_tells_the_assistant(self):
+        self.call(
+            CmdAiConfirm(),
+            "Helper = 2",
+            'Ran demolish({"what": "the bridge"}) for Helper: the bridge is rubble',
+        )
+        self.assertEqual(self.demolished, ["the bridge"])
+        self.assertEqual(len(self.script.db.awaiting_confirmation), 1)
+        told = self.script.conversation_history[-1]
+        self.assertEqual(
+            (told["role"], told["content"]),
+            (
+                "user",
+                'Char allowed your call demolish({"what": "the bridge"}); it returned: '
+                "the bridge is rubble",
+            ),
+        )
+
+    def test_discarding_drops_the_call_unrun_and_tells_the_assistant(self):
+        self.call(CmdAiConfirm(), "/discard Helper = 1", "Discarded demolish(")
+        self.assertEqual(self.demolished, [])
+        remaining = self.script.db.awaiting_confirmation
+        self.assertEqual(
+            [call["function"]["arguments"] for call in remaining], ['{"what": "the bridge"}']
+        )
+        self.assertIn(
+            "Char did not allow your call demolish(",
+            self.script.conversation_history[-1]["content"],
+        )
+
+    def test_a_wrong_number_changes_nothing(self):
+        for wrong in ("0", "3", "two"):
+            self.call(CmdAiConfirm(), f"Helper = {wrong}", f"Helper has no waiting call '{wrong}'")
+        self.assertEqual(len(self.script.db.awaiting_confirmation), 2)
+        self.assertEqual(self.demolished, [])
+
+    def test_nothing_waiting(self):
+        self.script.db.awaiting_confirmation = []
+        self.call(CmdAiConfirm(), "Helper", "Helper waits on no dangerous tool call.")
+
+    def test_locked_to_builders(self):
+        self.assertTrue(CmdAiConfirm().access(self.char1, "cmd"))
+        self.assertFalse(CmdAiConfirm().access(self.char2, "cmd"))
