@@ -9,7 +9,7 @@ import threading
 import time
 
 from evennia.utils import create
-from evennia.utils.test_resources import BaseEvenniaTest
+from evennia.utils.test_resources import BaseEvenniaCommandTest, BaseEvenniaTest
 from twisted.internet import reactor
 from twisted.python.failure import Failure
 
@@ -47,13 +47,21 @@ def make_assistant(key, location):
     return assistant
 
 
-class AssistantTestCase(BaseEvenniaTest):
-    """An Evennia test with an assistant in Room beside Char and Char2."""
+class WithAssistant:
+    """Mixed into an Evennia test case: an assistant in Room beside Char and Char2."""
 
     def setUp(self):
         super().setUp()
         self.assistant = make_assistant("Helper", self.room1)
         self.script = self.assistant.assistant_script
+
+
+class AssistantCommandTestCase(WithAssistant, BaseEvenniaCommandTest):
+    """An Evennia command test with an assistant in Room beside Char and Char2."""
+
+
+class AssistantTestCase(WithAssistant, BaseEvenniaTest):
+    """An Evennia test with an assistant in Room beside Char and Char2."""
 
     def tick(self):
         """Run one tick through ``at_repeat`` and return its result dict."""

@@ -1,22 +1,13 @@
 """In-game commands: talk, aimode, aiconfig, aiconfirm, and their locks."""
 
-from evennia.utils.test_resources import BaseEvenniaCommandTest
-
 from ai.commands import CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
-from .support import ScriptedLLM, make_assistant, wait_for
+from .support import AssistantCommandTestCase, ScriptedLLM, wait_for
 
 
-class CommandTestCase(BaseEvenniaCommandTest):
-    def setUp(self):
-        super().setUp()
-        self.assistant = make_assistant("Helper", self.room1)
-        self.script = self.assistant.assistant_script
-
-
-class TestTalk(CommandTestCase):
+class TestTalk(AssistantCommandTestCase):
     def test_talk_queues_an_event_and_is_answered(self):
         self.call(
             CmdTalk(), "Helper = where is the forge?", 'You say to Helper, "where is the forge?"'
@@ -39,7 +30,7 @@ class TestTalk(CommandTestCase):
         self.assertTrue(CmdTalk().access(self.char2, "cmd"))
 
 
-class TestAiMode(CommandTestCase):
+class TestAiMode(AssistantCommandTestCase):
     def test_builders_switch_modes(self):
         self.call(CmdAiMode(), "Helper", "Helper is awake.")
         self.call(
@@ -54,7 +45,7 @@ class TestAiMode(CommandTestCase):
         self.assertFalse(CmdAiMode().access(self.char2, "cmd"))
 
 
-class TestAiConfig(CommandTestCase):
+class TestAiConfig(AssistantCommandTestCase):
     def test_shows_the_configuration(self):
         output = self.call(CmdAiConfig(), "Helper")
         self.assertIn("compact_sleep_threshold", output)
@@ -83,7 +74,7 @@ class TestAiConfig(CommandTestCase):
         self.assertFalse(CmdAiConfig().access(self.char2, "cmd"))
 
 
-class TestAiConfirm(CommandTestCase):
+class TestAiConfirm(AssistantCommandTestCase):
     def setUp(self):
         super().setUp()
         self.demolished = []

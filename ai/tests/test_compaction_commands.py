@@ -3,14 +3,13 @@
 import re
 from unittest.mock import patch
 
-from evennia.utils.test_resources import BaseEvenniaCommandTest
 from twisted.internet import defer
 
 from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
 from ai.sleep.compaction import compact_conversation_history
 
-from .support import make_assistant, wait_for
+from .support import AssistantCommandTestCase, make_assistant, wait_for
 
 FACTS = [
     "Char says: I buried 40 gold coins under the old oak in Mirkwood.",
@@ -37,12 +36,7 @@ def summary(successive, **metadata):
     }
 
 
-class CompactionCommandTestCase(BaseEvenniaCommandTest):
-    def setUp(self):
-        super().setUp()
-        self.assistant = make_assistant("Helper", self.room1)
-        self.script = self.assistant.assistant_script
-
+class CompactionCommandTestCase(AssistantCommandTestCase):
     def tell_facts(self, facts=FACTS):
         for fact in facts:
             self.script.append_message({"role": "user", "content": fact})
