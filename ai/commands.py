@@ -17,10 +17,11 @@ from .helpers.journal import journal_entries
 from .history import row_to_message
 from .models import ConversationMessage
 from .prompt_contexts import CONTEXT_TICK_EVENT
-from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
+from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history, is_summary
 from .sleep.extraction import run_pre_compaction_extraction
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
+from .utils.message_format import tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 PREVIEW_CHARS = 80
@@ -176,11 +177,6 @@ class CmdAiConfig(MuxCommand):
         self.caller.msg(f"Configuration of {assistant.key}:\n{table}")
 
 
-def is_summary(message):
-    """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]``."""
-    return (message.get("metadata") or {}).get("type") == "compaction"
-
-
 def summary_block(message):
     """Return a summary message's metadata on one line, then its whole text."""
     metadata = message["metadata"]
@@ -204,10 +200,7 @@ def preview(message, width=PREVIEW_CHARS):
             f"{metadata.get('kind', '?')}, successive #{metadata.get('successive_compactions', 1)}"
         )
     elif message.get("tool_calls"):
-        text = " ".join(
-            f"→ {call['function']['name']}({call['function'].get('arguments', '')})"
-            for call in message["tool_calls"]
-        )
+        text = " ".join(f"→ {tool_call_text(call)}" for call in message["tool_calls"])
     else:
         text = message.get("content") or ""
     text = " ".join(text.split())
@@ -483,11 +476,6 @@ class CmdAiCompact(MuxCommand):
         running.addCallbacks(report, failed)
 
 
-def call_text(call):
-    """Return a tool call as ``name(arguments)``."""
-    return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
-
-
 class CmdAiConfirm(MuxCommand):
     """
     Confirm or discard the dangerous tool calls an assistant waits on.
@@ -530,7 +518,7 @@ class CmdAiConfirm(MuxCommand):
                 return
             table = EvTable("|w#|n", "|wcall|n", border="header")
             for number, call in enumerate(waiting, 1):
-                table.add_row(number, call_text(call))
+                table.add_row(number, tool_call_text(call))
             caller.msg(f"Tool calls {assistant.key} waits on:\n{table}")
             return
         number = self.rhs.strip()
@@ -541,15 +529,14 @@ class CmdAiConfirm(MuxCommand):
             return
         call = waiting.pop(int(number) - 1)
         script.db.awaiting_confirmation = waiting
+        text = tool_call_text(call)
         if "discard" in self.switches:
-            note = f"{caller.key} did not allow your call {call_text(call)}; it was not run."
-            caller.msg(f"Discarded {call_text(call)}; {assistant.key} is told.")
+            note = f"{caller.key} did not allow your call {text}; it was not run."
+            caller.msg(f"Discarded {text}; {assistant.key} is told.")
         else:
             outcome = execute_tool(call, ToolContext(script, assistant, CONTEXT_TICK_EVENT))
-            note = (
-                f"{caller.key} allowed your call {call_text(call)}; it returned: {outcome.content}"
-            )
-            caller.msg(f"Ran {call_text(call)} for {assistant.key}: {outcome.content}")
+            note = f"{caller.key} allowed your call {text}; it returned: {outcome.content}"
+            caller.msg(f"Ran {text} for {assistant.key}: {outcome.content}")
         script.append_message({"role": "user", "content": note})
 
 

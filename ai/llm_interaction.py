@@ -16,7 +16,7 @@ from twisted.internet.task import deferLater
 from .config import ai_setting
 from .litellm_loader import load_litellm, model_input_window
 from .utils.markers import TRANSCRIPT_HEADER
-from .utils.message_format import sendable
+from .utils.message_format import sendable, tool_call_text
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 
@@ -202,10 +202,7 @@ def format_message_for_compaction(message):
     """Return one history message as a transcript line that keeps who said what."""
     role, content = message["role"], (message.get("content") or "").strip()
     if role == "assistant" and message.get("tool_calls"):
-        calls = "; ".join(
-            f"{call['function']['name']}({call['function'].get('arguments') or ''})"
-            for call in message["tool_calls"]
-        )
+        calls = "; ".join(tool_call_text(call) for call in message["tool_calls"])
         return f"[you used tools] {calls}" + (f" and said: {content}" if content else "")
     if role == "assistant":
         return f"[you said] {content}"

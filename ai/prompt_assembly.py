@@ -23,6 +23,7 @@ from .utils.token_counter import (
     count_message_tokens,
     count_tokens,
     count_tools_tokens,
+    stored_tokens,
 )
 
 # Shrunk first to last; keys not listed (system_prompt, pending_event) never shrink.
@@ -81,10 +82,7 @@ def select_history(history, budget, model):
     """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order."""
     chosen, used = [], 0
     for unit in reversed(history_units(history)):
-        cost = sum(
-            m["token_count"] if m.get("token_count") is not None else count_message_tokens(m, model)
-            for m in unit
-        )
+        cost = sum(stored_tokens(m, model) for m in unit)
         if used + cost > budget:
             break
         chosen[:0] = unit

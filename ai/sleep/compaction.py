@@ -26,7 +26,7 @@ from ..llm_interaction import (
 )
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
-from ..utils.token_counter import count_message_tokens, count_tokens
+from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
@@ -67,16 +67,12 @@ def summarizer_window(script):
     return (model and model_input_window(model)) or context_window(script)
 
 
-def _tokens(message, model):
-    return message.get("token_count") or count_message_tokens(message, model)
-
-
 def fit_for_summary(message, limit, model):
     """Return ``message``, or a copy cut to the head and tail of its content to fit ``limit``.
 
     Only the summary call sees the cut copy; the whole message stays in the archive.
     """
-    tokens = _tokens(message, model)
+    tokens = stored_tokens(message, model)
     text = message.get("content") or ""
     if tokens <= limit or not text:
         return message
@@ -99,7 +95,7 @@ def chunk_for_window(messages, limit, model):
     """
     chunks, current, used = [], [], 0
     for unit in history_units(messages):
-        cost = sum(_tokens(message, model) for message in unit)
+        cost = sum(stored_tokens(message, model) for message in unit)
         if cost > limit:
             unit = [fit_for_summary(message, limit // len(unit), model) for message in unit]
             cost = sum(message["token_count"] for message in unit)
@@ -152,12 +148,17 @@ def _summarize_once(script, messages):
     return answer.content.strip(), None
 
 
+def is_summary(message):
+    """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]``."""
+    return (message.get("metadata") or {}).get("type") == "compaction"
+
+
 def previous_successive_count(messages):
     """Return the successive-compaction count of the newest summary among ``messages``."""
     counts = [
-        (message.get("metadata") or {}).get("successive_compactions", 1)
+        message["metadata"].get("successive_compactions", 1)
         for message in messages
-        if (message.get("metadata") or {}).get("type") == "compaction"
+        if is_summary(message)
     ]
     return counts[-1] if counts else 0
 

@@ -1,4 +1,4 @@
-"""Validation of chat messages at the door of the history store.
+"""Chat messages: validation at the door of the history store, and how they are shown.
 
 A message is refused here, with an error naming the field, rather than discovered by a
 crash in a later tick or an API error when history is sent back to the model.
@@ -63,6 +63,11 @@ def validate_message(message):
     name = message.get("name")
     if name is not None and not isinstance(name, str):
         raise MessageValidationError("'name' must be a string")
+
+
+def tool_call_text(call):
+    """Return one tool call as ``name(arguments)``, for transcripts and builders."""
+    return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
 
 
 def sendable(message):

@@ -158,6 +158,12 @@ def count_message_tokens(message, model):
     return total
 
 
+def stored_tokens(message, model):
+    """Return the ``token_count`` stored with ``message``, or count it now if it has none."""
+    stored = message.get("token_count")
+    return stored if stored is not None else count_message_tokens(message, model)
+
+
 def count_tools_tokens(tools, model):
     """Count the JSON tool schemas offered to the model (they are sent with every call)."""
     if not tools:
