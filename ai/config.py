@@ -6,6 +6,7 @@ keeps the two in step. ``AI_*`` Django settings are server-wide defaults, read w
 ``getattr(settings, ...)`` when used, never at import.
 """
 
+import re
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -81,6 +82,81 @@ def context_overrides(value):
         raise ValueError(str(err)) from err
 
 
+def _is_json_value(value):
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_json_value(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json_value(v) for k, v in value.items())
+    return False
+
+
+def api_base(value):
+    """Accept an http(s) URL of a model server."""
+    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value):
+        raise ValueError("must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1'")
+
+
+def env_var_name(value):
+    """Accept the name of an environment variable (the key itself never goes here)."""
+    if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+        raise ValueError("must be the name of an environment variable, such as 'OPENAI_API_KEY'")
+
+
+def number_range(low, high, low_open=False):
+    """Return a check accepting numbers from ``low`` to ``high`` (``low`` excluded if open)."""
+
+    def check(value):
+        above = value > low if low_open else value >= low
+        if not (_is_number(value) and above and value <= high):
+            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
+            raise ValueError(f"must be a number in {bound}")
+
+    return check
+
+
+# The model options with a meaning of their own; any other key goes to litellm as it is.
+MODEL_OPTION_CHECKS = {
+    "api_base": api_base,
+    "api_key_env": env_var_name,
+    "temperature": number_range(0, 2),
+    "max_tokens": int_range(1, 1_000_000),
+    "timeout": number_range(0, 86400, low_open=True),
+}
+# Keys the gateway sets itself, and why a builder may not.
+RESERVED_MODEL_OPTIONS = {
+    "api_key": "a key never sits in an attribute: put it in an environment variable and "
+    "name that variable with 'api_key_env'",
+    "model": "set llm_model or compact_model instead",
+    "messages": "the gateway builds the messages",
+    "tools": "the context type chooses the tools",
+    "stream": "the gateway reads whole answers",
+    "num_retries": "retries are AI_LLM_MAX_RETRIES",
+}
+
+
+def model_options(value):
+    """Accept litellm keyword arguments for a model: known options checked, others passed on."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            "must be a dict such as {'api_base': 'http://127.0.0.1:11434', 'temperature': 0.3}"
+        )
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ValueError(f"has key {key!r}, which is not a litellm keyword argument name")
+        if key in RESERVED_MODEL_OPTIONS:
+            raise ValueError(f"may not set {key!r}: {RESERVED_MODEL_OPTIONS[key]}")
+        check = MODEL_OPTION_CHECKS.get(key)
+        try:
+            if check:
+                check(item)
+            elif not _is_json_value(item):
+                raise ValueError("must be a plain value (text, number, True/False, list, dict)")
+        except ValueError as err:
+            raise ValueError(f"[{key!r}] {err}") from err
+
+
 EXECUTION_CONFIG_CHECKS = {
     "multi_action_enabled": boolean,
     "max_iterations_per_tick": int_range(1, 10),
@@ -118,6 +194,12 @@ SCRIPT_CONFIG = {
     "llm_model": Option(
         None, optional(model_string), "litellm model string; None uses the AI_LLM_MODEL setting"
     ),
+    "llm_options": Option(
+        {},
+        model_options,
+        "litellm options of every call of the main model: api_base, api_key_env, temperature, "
+        "max_tokens, timeout and any other litellm keyword",
+    ),
     "max_context_tokens": Option(
         100000,
         optional(int_range(256)),
@@ -132,6 +214,12 @@ SCRIPT_CONFIG = {
     "compact_preserve_window": Option(20, int_range(1), "Recent messages kept verbatim"),
     "compact_model": Option(
         None, optional(model_string), "Model for summaries; None uses the main model"
+    ),
+    "compact_options": Option(
+        {},
+        model_options,
+        "Options of the summary calls: over llm_options when compact_model is None, alone "
+        "otherwise",
     ),
     "compact_prompt": Option(None, optional(text), "Summary prompt; None uses the default"),
     "pre_compact_extraction_enabled": Option(True, boolean, "Journal facts before compacting"),
@@ -158,6 +246,14 @@ SCRIPT_CONFIG = {
     "context_overrides": Option(
         {}, context_overrides, "Per-context changes to the context types (see docs/context.md)"
     ),
+    "thinking_emote": Option(
+        "{name} pauses, deep in thought.",
+        optional(text),
+        "Shown to the room once when an answer takes longer than thinking_delay; None: never",
+    ),
+    "thinking_delay": Option(
+        4.0, number_range(0, 600), "Seconds a reply may take before the thinking emote"
+    ),
     "sleep_after_idle_ticks": Option(
         60, int_range(0), "Fall asleep after this many ticks without events (0: never)"
     ),
@@ -169,8 +265,14 @@ AI_SETTINGS = {
         "offline/assistant",
         "Default model of every assistant whose llm_model is None",
     ),
+    "AI_LLM_OPTIONS": ({}, "Server-wide llm_options, under each assistant's own"),
+    "AI_COMPACT_OPTIONS": ({}, "Server-wide compact_options, under each assistant's own"),
     "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
-    "AI_LLM_TIMEOUT": (60, "Seconds before a model call is abandoned as a timeout"),
+    "AI_LLM_TIMEOUT": (
+        60,
+        "Seconds before a model call is abandoned as a timeout (a model's own timeout option "
+        "wins)",
+    ),
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
     "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
@@ -185,6 +287,16 @@ AI_SETTINGS = {
 def ai_setting(name):
     """Return the ``AI_*`` setting ``name`` from Django settings, or its default."""
     return getattr(settings, name, AI_SETTINGS[name][0])
+
+
+def checked_setting(name, check):
+    """Return the ``AI_*`` setting ``name`` after ``check``; raise ConfigError naming it."""
+    value = ai_setting(name)
+    try:
+        check(value)
+    except ValueError as err:
+        raise ConfigError(f"setting {name}={value!r} refused: {err}") from err
+    return value
 
 
 def check_value(name, value):

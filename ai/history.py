@@ -12,7 +12,7 @@ from django.db.models import F
 
 from .models import ConversationMessage, HistoryCounter
 from .utils.message_format import validate_message
-from .utils.token_counter import count_message_tokens
+from .utils.token_counter import count_message_tokens, counting_key
 
 _COUNTER_TABLE = HistoryCounter._meta.db_table
 _MESSAGE_TABLE = ConversationMessage._meta.db_table
@@ -76,12 +76,14 @@ class ConversationHistory:
     def __init__(self, script, model):
         self.script = script
         self.model = model
+        # Counts belong to a tokenizer and, for estimated ones, to a calibration.
+        self.counted_for = counting_key(model)
 
     def _counter(self):
         counter, _ = HistoryCounter.objects.get_or_create(
-            db_script_id=self.script.id, defaults={"counted_for": self.model}
+            db_script_id=self.script.id, defaults={"counted_for": self.counted_for}
         )
-        if counter.counted_for != self.model:
+        if counter.counted_for != self.counted_for:
             counter = self.recount()
         return counter
 
@@ -101,7 +103,7 @@ class ConversationHistory:
                 f"UPDATE {_COUNTER_TABLE} SET live_tokens = live_tokens + %s, "
                 "live_count = live_count + 1, next_position = next_position + 1 "
                 "WHERE db_script_id = %s AND counted_for = %s",
-                [tokens, self.script.id, self.model],
+                [tokens, self.script.id, self.counted_for],
             )
             if cursor.rowcount == 0:
                 return None
@@ -216,7 +218,7 @@ class ConversationHistory:
             cursor.execute(
                 f"SELECT live_tokens, live_count FROM {_COUNTER_TABLE} "
                 "WHERE db_script_id = %s AND counted_for = %s",
-                [self.script.id, self.model],
+                [self.script.id, self.counted_for],
             )
             row = cursor.fetchone()
         if row is None:
@@ -258,7 +260,7 @@ class ConversationHistory:
             counter.live_tokens = total
             counter.live_count = count
             counter.next_position = 0 if last is None else last + 1
-            counter.counted_for = self.model
+            counter.counted_for = self.counted_for
             counter.save()
         return counter
 

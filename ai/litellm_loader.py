@@ -6,12 +6,24 @@ it is imported lazily, on the first model call or model check.
 """
 
 import os
+import threading
 from functools import lru_cache
+
+_loading = threading.Lock()
+
+
+def load_litellm():
+    """Return the litellm module, configured for offline use with ``offline/`` registered.
+
+    Safe from any thread: the server preloads it in a worker thread at start while a tick
+    may already ask for it.
+    """
+    with _loading:
+        return _import_litellm()
 
 
 @lru_cache(maxsize=1)
-def load_litellm():
-    """Return the litellm module, configured for offline use with ``offline/`` registered."""
+def _import_litellm():
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
     from litellm.utils import custom_llm_setup

@@ -7,18 +7,25 @@ as a result naming its kind, is logged, and is never swallowed or raised into a 
 """
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from evennia.utils import logger
 from twisted.internet import defer, reactor, threads
 from twisted.internet.task import deferLater
 
-from .config import ai_setting
+from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
+from .token_calibration import needs_calibration, observe
 from .utils.markers import TRANSCRIPT_HEADER
 from .utils.message_format import sendable, tool_call_text
+from .utils.text_tool_calls import extract_tool_calls
+from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
+# Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
+TIMEOUT_GRACE_MIN = 0.5
+TIMEOUT_GRACE_MAX = 5.0
 
 
 @dataclass
@@ -30,11 +37,17 @@ class LLMResult:
         content (str): The text answer (may be empty when only tools were called).
         tool_calls (list): OpenAI-style tool calls, as plain dicts.
         error_kind (str): On failure: ``timeout``, ``rate_limit``, ``context_window_exceeded``,
-            ``bad_request``, ``auth``, ``bad_response`` or ``api_error``.
+            ``bad_request``, ``auth``, ``bad_response``, ``bad_config`` or ``api_error``.
         error (str): On failure, what went wrong.
         attempts (int): How many calls were made, retries included.
         model (str): The model called.
         usage (dict): Token usage reported for the successful call.
+        text_tool_calls (int): How many of ``tool_calls`` the model wrote as text in its
+            answer (recovered by the gateway, see ``ai.utils.text_tool_calls``).
+        malformed_tool_calls (list): What looked like a tool call in the text but could not
+            be read as one of the offered tools (removed from ``content``).
+        counted_prompt_tokens (int): Our count of the prompt, for a model whose counts are
+            calibrated against the provider's (0 otherwise).
     """
 
     ok: bool
@@ -45,6 +58,9 @@ class LLMResult:
     attempts: int = 0
     model: str = ""
     usage: dict = field(default_factory=dict)
+    text_tool_calls: int = 0
+    malformed_tool_calls: list = field(default_factory=list)
+    counted_prompt_tokens: int = 0
 
     def as_message(self):
         """Return the answer as an assistant message for the history."""
@@ -81,6 +97,45 @@ def classify_error(err):
 def resolve_model(script, model=None):
     """Return ``model``, else the script's ``llm_model``, else the ``AI_LLM_MODEL`` setting."""
     return model or script.get_config("llm_model") or ai_setting("AI_LLM_MODEL")
+
+
+def call_options(script, purpose="chat"):
+    """Return the litellm options of a call: server-wide settings under the assistant's own.
+
+    Args:
+        script (AssistantScript): The calling assistant.
+        purpose (str): ``chat`` (the main model) or ``summary`` (the summary model, whose
+            options lie over the main model's when it is the main model).
+
+    Raises:
+        ConfigError: for a refused ``AI_LLM_OPTIONS`` or ``AI_COMPACT_OPTIONS`` setting.
+    """
+    chat = {
+        **checked_setting("AI_LLM_OPTIONS", model_options),
+        **script.get_config("llm_options"),
+    }
+    if purpose == "chat":
+        return chat
+    summary = {
+        **checked_setting("AI_COMPACT_OPTIONS", model_options),
+        **script.get_config("compact_options"),
+    }
+    return {**chat, **summary} if script.get_config("compact_model") is None else summary
+
+
+def litellm_kwargs(options):
+    """Turn model options into litellm keyword arguments: the key read from its variable.
+
+    Raises:
+        ConfigError: when ``api_key_env`` names a variable that is not set.
+    """
+    kwargs = dict(options)
+    variable = kwargs.pop("api_key_env", None)
+    if variable:
+        if not os.environ.get(variable):
+            raise ConfigError(f"api_key_env names {variable}, which is not set in the environment")
+        kwargs["api_key"] = os.environ[variable]
+    return kwargs
 
 
 def context_window(script):
@@ -128,44 +183,94 @@ def _complete(model, messages, tools, timeout, extra):
         raise BadResponse(f"content is {type(content).__name__}, not text")
     usage = getattr(response, "usage", None)
     usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage or {})
-    return LLMResult(ok=True, content=content, tool_calls=tool_calls, model=model, usage=usage)
+    result = LLMResult(ok=True, content=content, tool_calls=tool_calls, model=model, usage=usage)
+    if tools and not tool_calls and content:
+        recover_text_tool_calls(result, tools)
+    if needs_calibration(model):
+        result.counted_prompt_tokens = REPLY_PRIMING_TOKENS + count_tools_tokens(tools, model)
+        result.counted_prompt_tokens += sum(count_message_tokens(m, model) for m in messages)
+    return result
+
+
+def recover_text_tool_calls(result, tools):
+    """Turn tool calls that the model wrote into its text into real ones, in place.
+
+    Small and local models often answer with a fenced JSON block, ``<tool_call>`` tags or
+    ``say(message="...")`` instead of the API's tool calls; what cannot be read as an
+    offered tool is removed from the text and reported in ``malformed_tool_calls``.
+    """
+    found = extract_tool_calls(result.content, tools)
+    result.tool_calls = found.calls
+    result.text_tool_calls = len(found.calls)
+    result.malformed_tool_calls = list(found.malformed)
+    if found.calls or found.malformed:
+        result.content = found.text
+
+
+def wait_limit(timeout):
+    """Return how long to wait for a call whose request times out after ``timeout`` seconds.
+
+    The request's own timeout closes its connection; the wait lasts a little longer so that
+    this happens first, and ends it anyway for a provider that ignores the timeout.
+    """
+    return timeout + min(TIMEOUT_GRACE_MAX, max(TIMEOUT_GRACE_MIN, timeout * 0.1))
 
 
 @defer.inlineCallbacks
-def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries=None, **extra):
+def call_llm(
+    script,
+    messages,
+    model=None,
+    tools=None,
+    timeout=None,
+    max_retries=None,
+    purpose="chat",
+    **extra,
+):
     """Call a model through litellm without blocking the reactor.
 
     Args:
-        script (AssistantScript): The calling assistant (for its model and logging).
+        script (AssistantScript): The calling assistant (for its model, options and logging).
         messages (list): Chat messages; metadata and other stored fields are stripped.
         model (str, optional): Overrides the script's model.
         tools (list, optional): OpenAI-style tool schemas to offer.
-        timeout (float, optional): Seconds per attempt; ``AI_LLM_TIMEOUT`` by default.
+        timeout (float, optional): Seconds per attempt; else the options' ``timeout``, else
+            ``AI_LLM_TIMEOUT``. The request itself is cancelled when it runs out.
         max_retries (int, optional): Retries after a retryable failure;
             ``AI_LLM_MAX_RETRIES`` by default.
-        **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``).
+        purpose (str): ``chat`` or ``summary``: whose options apply (see ``call_options``).
+        **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``),
+            over the options.
 
     Returns:
         Deferred: Fires with an :class:`LLMResult`; never errbacks for a model failure.
     """
     model = resolve_model(script, model)
-    timeout = timeout or ai_setting("AI_LLM_TIMEOUT")
+    try:
+        options = call_options(script, purpose)
+        own_timeout = options.pop("timeout", None)
+        timeout = timeout or own_timeout or ai_setting("AI_LLM_TIMEOUT")
+        kwargs = {**litellm_kwargs(options), **extra}
+    except ConfigError as err:
+        logger.log_err(f"AI {script.key}: model call to {model} not made: {err}")
+        return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
     payload = [sendable(message) for message in messages]
     attempt = 0
     while True:
         attempt += 1
-        waiting = threads.deferToThread(_complete, model, payload, tools, timeout, extra)
-        waiting.addTimeout(timeout, reactor)
+        waiting = threads.deferToThread(_complete, model, payload, tools, timeout, kwargs)
+        waiting.addTimeout(wait_limit(timeout), reactor)
         try:
             result = yield waiting
         except Exception as err:
             kind = classify_error(err)
             detail = f"{type(err).__name__}: {err}".strip()
-            if kind == "timeout" and isinstance(err, defer.TimeoutError):
-                detail = f"no answer within {timeout}s"
+            if kind == "timeout":
+                detail = f"no answer within {timeout:g}s"
         else:
             result.attempts = attempt
+            _calibrate(script, result)
             return result
         if kind not in RETRYABLE or attempt > retries:
             logger.log_err(
@@ -179,6 +284,14 @@ def call_llm(script, messages, model=None, tools=None, timeout=None, max_retries
             f"{retries} in {delay:g}s: {detail}"
         )
         yield deferLater(reactor, delay, lambda: None)
+
+
+def _calibrate(script, result):
+    """Let the provider's reported prompt tokens calibrate our counts (never fails a call)."""
+    try:
+        observe(result.model, result.counted_prompt_tokens, result.usage.get("prompt_tokens"))
+    except Exception:
+        logger.log_trace(f"AI {script.key}: token calibration of {result.model} failed")
 
 
 DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversation between \
@@ -230,7 +343,7 @@ def generate_context_summary(script, messages_to_compact, model=None):
         {"role": "system", "content": compaction_prompt(script)},
         {"role": "user", "content": format_messages_for_compaction(messages_to_compact)},
     ]
-    return call_llm(script, payload, model=model or summary_model(script))
+    return call_llm(script, payload, model=model or summary_model(script), purpose="summary")
 
 
 def compaction_prompt(script):

@@ -63,3 +63,20 @@ class HistoryCounter(models.Model):
 
     def __str__(self):
         return f"{self.live_count} messages, {self.live_tokens} tokens"
+
+
+class TokenCalibration(models.Model):
+    """How far the token estimate of one model is from what its provider reports.
+
+    Only models without an offline tokenizer are calibrated (see ``ai.token_calibration``).
+    """
+
+    model = models.CharField(max_length=255, unique=True)
+    factor = models.FloatField(default=1.0, help_text="Applied to the model's estimated counts.")
+    samples = models.JSONField(
+        default=list, blank=True, help_text="Recent ratios of reported to estimated tokens."
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.model}: x{self.factor:.2f} ({len(self.samples)} samples)"

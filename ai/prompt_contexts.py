@@ -87,13 +87,13 @@ GOAL_DECOMPOSE_PROMPT = """Break the goal below into a short, ordered list of su
 Each sub-goal must be concrete, reachable in a few actions and have a clear sign that it
 is done. Answer with the list alone; no tools are available here."""
 
-DEFAULT_PRE_COMPACTION_PROMPT = """The older part of this conversation is about to be \
-summarised, and its details will be lost.
+DEFAULT_PRE_COMPACTION_PROMPT = """The older part of the conversation below will soon be \
+summarised, and its details lost. You do not talk to anyone now: you only take notes.
 
-Read the conversation below and save every fact worth keeping: names, numbers, places,
-promises, decisions and open tasks, each with who said it. Call add_journal_entry once per
-fact. For a fact about a particular person, call update_entity_observation as well. When
-nothing is left to save, call noop."""
+Save every fact in it that is not saved yet: names, numbers, places, promises, decisions, \
+secrets and open tasks. For each fact, call add_journal_entry with one full sentence that \
+names who said it; several calls in one answer are fine. For a fact about one person, also \
+call update_entity_observation. When every fact is saved, call noop."""
 
 
 @dataclass
@@ -116,6 +116,8 @@ class ContextConfig:
         allows_multi_tool (bool): Whether more than one tool call may run per turn.
         allows_sub_agents (bool): Whether work may be delegated to sub-agents.
         records_history (bool): Whether the loop's messages join the conversation history.
+        speaks (bool): Whether a text answer is said aloud in the room. Only the contexts
+            that talk to players speak; elsewhere text is the model's scratch work.
     """
 
     context_type: str
@@ -133,6 +135,7 @@ class ContextConfig:
     allows_multi_tool: bool = True
     allows_sub_agents: bool = False
     records_history: bool = False
+    speaks: bool = False
 
     def get_component_content_override(self, component_key):
         """Return the content replacing component ``component_key``'s text, or None."""
@@ -153,6 +156,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         enabled_components=list(_FULL_COMPONENTS),
         allows_sub_agents=True,
         records_history=True,
+        speaks=True,
     ),
     CONTEXT_TICK_AUTONOMOUS: ContextConfig(
         context_type=CONTEXT_TICK_AUTONOMOUS,
@@ -162,6 +166,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         dangerous_requires_confirm=True,
         allows_sub_agents=True,
         records_history=True,
+        speaks=True,
     ),
     CONTEXT_REFLECTION: ContextConfig(
         context_type=CONTEXT_REFLECTION,
@@ -287,6 +292,7 @@ OVERRIDE_CHECKS = {
     "allows_multi_tool": boolean,
     "allows_sub_agents": boolean,
     "records_history": boolean,
+    "speaks": boolean,
 }
 
 

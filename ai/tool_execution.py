@@ -9,12 +9,15 @@ iteration limit.
 
 from dataclasses import dataclass, field
 
+from evennia.utils import logger
 from twisted.internet import defer
 
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_contexts import get_context_config, select_execution_pattern
+from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
+from .utils.text_tool_calls import looks_like_markup
 
 
 @dataclass
@@ -31,6 +34,13 @@ class LoopResult:
         pattern (ExecutionPattern): The execution pattern that governed the loop.
         last_answer (LLMResult): The last model answer.
         cuts (list): What the last prompt assembly cut to fit the budget.
+        unspoken (list): Answers in text alone (no tool call) of a context that does not
+            speak, for the caller to use (extraction journals the facts they state); never
+            said in the room.
+        withheld (list): Text answers of a speaking context that were not said because
+            they still looked like tool-call markup or code.
+        text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
+        malformed_tool_calls (list): Text that looked like a tool call but was none.
     """
 
     context_type: str
@@ -41,6 +51,10 @@ class LoopResult:
     pattern: object = None
     last_answer: object = None
     cuts: list = field(default_factory=list)
+    unspoken: list = field(default_factory=list)
+    withheld: list = field(default_factory=list)
+    text_tool_calls: int = 0
+    malformed_tool_calls: list = field(default_factory=list)
 
 
 def _not_run(call, why):
@@ -59,6 +73,8 @@ class _Turn:
         return self.script.conversation_history if self.records_history else list(self.local)
 
     def record(self, message):
+        if message is None:
+            return None
         if self.records_history:
             return self.script.append_message(message)
         self.local.append(message)
@@ -112,20 +128,27 @@ def run_react_loop(
     turn = _Turn(script, config.records_history)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
+    thinking = ThinkingEmote(script, character) if config.speaks and event else None
     for iteration in range(1, pattern.max_iterations + 1):
         prompt = assemble_prompt(
             script, character, config, model, budget, turn.history(), event, tool_result, schemas
         )
-        answer = yield call_llm(script, prompt.messages, tools=schemas)
+        calling = call_llm(script, prompt.messages, tools=schemas)
+        if thinking:
+            thinking.watch(calling)
+        answer = yield calling
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
             break
-        turn.record(answer.as_message())
+        result.text_tool_calls += answer.text_tool_calls
+        result.malformed_tool_calls += answer.malformed_tool_calls
+        speech = _speech(answer, config, event, result)
+        turn.record(_recorded(answer, config, speech))
+        if speech:
+            character.at_say(speech)
+            result.said.append(speech)
         if not answer.tool_calls:
-            if answer.content and config.records_history and event:
-                character.at_say(answer.content)
-                result.said.append(answer.content)
             result.stop_reason = "no_tool_call"
             break
         result.stop_reason, tool_result = _run_calls(
@@ -136,6 +159,40 @@ def run_react_loop(
     else:
         result.stop_reason = "max_iterations"
     return result
+
+
+def _speech(answer, config, event, result):
+    """Return the text of ``answer`` to say in the room, or "" (noting why in ``result``).
+
+    Only contexts that talk to players speak, and only text: prose beside a ``say`` call is
+    the model's preamble, and text that still looks like markup is never said.
+    """
+    text = (answer.content or "").strip()
+    if not text:
+        return ""
+    if not (config.speaks and event):
+        if not answer.tool_calls:
+            result.unspoken.append(text)
+        return ""
+    if any(call["function"]["name"] == "say" for call in answer.tool_calls):
+        return ""
+    if looks_like_markup(text):
+        logger.log_warn(f"AI {config.context_type}: withheld an answer that looks like markup")
+        result.withheld.append(text)
+        return ""
+    return text
+
+
+def _recorded(answer, config, speech):
+    """Return the assistant message that joins the turn's messages, or None.
+
+    Scratch text (of a context that does not speak, or withheld) stays out of history;
+    the tool calls always go in, so that their results have the call they answer.
+    """
+    if not answer.tool_calls:
+        return {"role": "assistant", "content": speech} if speech else None
+    content = answer.content if config.speaks and not looks_like_markup(answer.content) else None
+    return {"role": "assistant", "content": content or None, "tool_calls": answer.tool_calls}
 
 
 def _run_calls(calls, allowed, pattern, context, turn, result):

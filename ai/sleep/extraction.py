@@ -4,18 +4,27 @@ A short ReAct loop in the ``pre_compaction`` context, whose tools only journal. 
 before every compaction, so facts survive in the journal whatever the summary keeps.
 """
 
+import re
+
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..helpers.journal import journal_entries
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, cited_messages, journal_entries
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
 
 MIN_MESSAGES = 5
+# A line of a text answer is journaled when it reads as a statement of at least this many
+# words and does not talk about the extraction itself.
+MIN_FACT_WORDS = 4
+_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|fact\s*\d*:)\s*", re.IGNORECASE)
+_ABOUT_THE_TASK = re.compile(
+    r"\b(journal\w*|noop|tool|nothing (?:left|more|else)|no (?:more|other|new) facts?)\b",
+    re.IGNORECASE,
+)
 EXTRACTION_INSTRUCTION = (
-    "Before the older conversation above is condensed, journal each important fact in it "
-    "that is not journaled yet: one add_journal_entry call per fact, naming who said it. "
-    "Call noop when nothing is left."
+    "Save the facts of the conversation above that are not saved yet: one add_journal_entry "
+    "call per fact, naming who said it. Call noop when nothing is left."
 )
 
 
@@ -79,10 +88,44 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     finally:
         set_extraction_signal(script, False)
         script.ndb.extracting = False
+    journal_stated_facts(character, loop.unspoken, history)
     facts = len(journal_entries(character)) - entries_before
     return {
         "success": loop.stop_reason != "llm_error",
         "facts_recorded": facts,
         "iterations": loop.iterations,
         "stop_reason": loop.stop_reason,
+        "text_tool_calls": loop.text_tool_calls,
+        "malformed_tool_calls": loop.malformed_tool_calls,
     }
+
+
+def stated_facts(text):
+    """Return the lines of a text answer that state facts: list marks removed, one a line."""
+    facts = []
+    for line in (text or "").splitlines():
+        line = _LIST_MARK.sub("", line).strip().strip('"')
+        if (
+            len(line.split()) >= MIN_FACT_WORDS
+            and not line.endswith("?")
+            and not line.endswith(":")
+            and not _ABOUT_THE_TASK.search(line)
+        ):
+            facts.append(line[:MAX_ENTRY_CHARS])
+    return facts
+
+
+def journal_stated_facts(character, texts, history):
+    """Journal the facts a model wrote as text instead of calling ``add_journal_entry``.
+
+    A model that answers the extraction in prose ("1. Bob runs the forge ...") still
+    stated facts worth keeping; each line becomes an entry citing the messages it came from.
+    """
+    for text in texts:
+        for fact in stated_facts(text):
+            add_entry(
+                character,
+                fact,
+                source_type="pre_compaction",
+                source_message_ids=cited_messages(fact, history),
+            )

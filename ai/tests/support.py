@@ -36,6 +36,19 @@ def wait_for(deferred, timeout=20.0):
     return result
 
 
+def record_messages(obj):
+    """Return a list that collects the text of every message ``obj`` receives from now on."""
+    received = []
+    original = obj.msg
+
+    def msg(text=None, *args, **kwargs):
+        received.append(text[0] if isinstance(text, tuple) else text)
+        return original(text, *args, **kwargs)
+
+    obj.msg = msg
+    return received
+
+
 def make_assistant(key, location):
     """Create an assistant whose ticks only the test drives.
 
@@ -74,20 +87,41 @@ class ScriptedLLM:
     A step is an exception instance (raised), a number (seconds to sleep, then answer), a
     string (answered as text), or a list of ``(tool name, arguments dict)`` (answered with
     those tool calls). The LLM boundary is the only thing tests replace.
+
+    Args:
+        *steps: The answers, in order ("ok" once they run out).
+        provider (str): The litellm provider name it registers.
+        prompt_tokens (callable, optional): ``prompt_tokens(messages, tools) -> int``, the
+            usage the provider reports, as a real server does.
+
+    Attributes:
+        calls (list): The messages of each call.
+        requests (list): What each call carried besides: ``api_base``, ``api_key``,
+            ``timeout`` and the ``optional_params`` (temperature, max_tokens, tools...).
     """
 
-    def __init__(self, *steps, provider="scripted"):
+    def __init__(self, *steps, provider="scripted", prompt_tokens=None):
         from litellm import CustomLLM
 
         self.steps = list(steps)
         self.calls = []
+        self.requests = []
         self.provider = provider
+        self.prompt_tokens = prompt_tokens
         outer = self
 
         class Handler(CustomLLM):
             def completion(
                 self, model, messages, api_base, custom_prompt_dict, model_response, *args, **kwargs
             ):
+                outer.requests.append(
+                    {
+                        "api_base": api_base,
+                        "api_key": kwargs.get("api_key"),
+                        "timeout": kwargs.get("timeout"),
+                        **(kwargs.get("optional_params") or {}),
+                    }
+                )
                 return outer.answer(messages, model_response)
 
         self.handler = Handler()
@@ -120,6 +154,14 @@ class ScriptedLLM:
             model_response.choices[0].finish_reason = "tool_calls"
         else:
             message.content = step
+        if self.prompt_tokens:
+            from litellm.types.utils import Usage
+
+            tools = self.requests[-1].get("tools") if self.requests else None
+            reported = self.prompt_tokens(messages, tools)
+            model_response.usage = Usage(
+                prompt_tokens=reported, completion_tokens=1, total_tokens=reported + 1
+            )
         return model_response
 
     def __enter__(self):

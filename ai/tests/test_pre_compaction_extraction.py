@@ -37,7 +37,15 @@ class TestOfflineExtraction(ExtractionTestCase):
         fill(self.script, FACTS[:3])
         result = self.extract()
         self.assertEqual(
-            result, {"success": True, "facts_recorded": 3, "iterations": 4, "stop_reason": "noop"}
+            result,
+            {
+                "success": True,
+                "facts_recorded": 3,
+                "iterations": 4,
+                "stop_reason": "noop",
+                "text_tool_calls": 0,
+                "malformed_tool_calls": [],
+            },
         )
         entries = journal_entries(self.assistant)
         self.assertEqual(

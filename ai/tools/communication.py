@@ -13,7 +13,7 @@ def say(ctx, message):
 register_tool(
     Tool(
         name="say",
-        description="Say something aloud to everyone in the room. Ends your turn.",
+        description="Say your reply aloud to the players in the room. Ends your turn.",
         parameters={
             "type": "object",
             "properties": {
@@ -21,7 +21,7 @@ register_tool(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 2000,
-                    "description": "What to say.",
+                    "description": "Your reply, one or two short sentences.",
                 }
             },
             "required": ["message"],

@@ -96,8 +96,8 @@ register_tool(
     Tool(
         name="add_journal_entry",
         description=(
-            "Write a fact, insight or event worth remembering into your journal. "
-            "One fact per entry."
+            "Save one fact worth remembering in your journal, as a full sentence that "
+            "names who said it, e.g. 'Bob said he runs the forge by the north gate.'"
         ),
         parameters={
             "type": "object",
@@ -106,7 +106,7 @@ register_tool(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_ENTRY_CHARS,
-                    "description": "What to remember.",
+                    "description": "The fact, naming who said it.",
                 },
                 "importance": {
                     "type": "integer",

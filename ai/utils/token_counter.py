@@ -7,6 +7,10 @@ Tiers, best first:
 2. ``toksum``: used when it is installed and the model has no bundled encoding.
 3. ``heuristic``: about four characters per token.
 
+The last two are estimates: for a model counted by them, a calibration factor (learned
+from the prompt tokens its provider reports, see ``ai.token_calibration``) scales each
+count, so that thresholds hold for any model.
+
 ``count_message_tokens`` adds what a chat API really sends around the text: a per-message
 overhead, the name, and each tool call's id, function name and JSON arguments.
 """
@@ -26,6 +30,9 @@ REPLY_PRIMING_TOKENS = 3
 BUNDLED_ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base")
 OFFLINE_ENGINE_ENCODING = "cl100k_base"
 CHARS_PER_TOKEN = 4
+
+# Model -> factor applied to the estimating tiers' counts (set by ai.token_calibration).
+_calibration = {}
 
 
 def _bundled_tokenizer_dir():
@@ -94,6 +101,30 @@ def tokenizer_tier(model):
     return "heuristic"
 
 
+def set_calibration(model, factor):
+    """Scale the estimated counts of ``model`` by ``factor`` (1.0 removes the calibration)."""
+    if factor == 1.0:
+        _calibration.pop(model, None)
+    else:
+        _calibration[model] = factor
+
+
+def calibration(model):
+    """Return the factor scaling the estimated counts of ``model`` (1.0 when exact)."""
+    if _encoding_for(model) is not None:
+        return 1.0
+    return _calibration.get(model, 1.0)
+
+
+def counting_key(model):
+    """Name how counts for ``model`` are made: the model, and its calibration if any.
+
+    Stored counts made under another key are stale and must be recounted.
+    """
+    factor = calibration(model)
+    return model if factor == 1.0 else f"{model} x{factor:.2f}"
+
+
 def heuristic_count(text):
     """Estimate tokens as one per four characters, at least one for non-empty text."""
     return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
@@ -114,6 +145,11 @@ def count_tokens(text, model):
     encoding = _encoding_for(model)
     if encoding is not None:
         return len(encoding.encode(text, disallowed_special=()))
+    return math.ceil(_estimate(text, model) * _calibration.get(model, 1.0))
+
+
+def _estimate(text, model):
+    """Count ``text`` with toksum if it knows ``model``, else with the heuristic."""
     toksum_count = _toksum()
     if toksum_count is not None:
         try:

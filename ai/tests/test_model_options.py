@@ -1,0 +1,233 @@
+"""Model options: server address, key variable, sampling and timeout travel with each call."""
+
+import os
+import socket
+import threading
+import time
+from unittest import mock
+
+from django.test import override_settings
+from twisted.internet import reactor, task
+
+from ai.config import ConfigError
+from ai.litellm_loader import load_litellm
+from ai.llm_interaction import call_llm, generate_context_summary
+
+from .support import AssistantTestCase, ScriptedLLM, make_assistant, record_messages, wait_for
+
+HELLO = [{"role": "user", "content": "Char says: hello"}]
+LOCAL = {"api_base": "http://127.0.0.1:8081/v1", "temperature": 0.2, "max_tokens": 64}
+
+
+class TestOptionChecks(AssistantTestCase):
+    def refused(self, name, value, pattern):
+        with self.assertRaisesRegex(ConfigError, pattern):
+            self.script.set_config(name, value)
+        self.assertEqual(self.script.get_config(name), {})
+
+    def test_known_and_further_litellm_options_are_accepted(self):
+        options = dict(LOCAL, api_key_env="MY_KEY", timeout=300, top_p=0.9, stop=["\n\n"])
+        self.script.set_config("llm_options", options)
+        self.assertEqual(self.script.get_config("llm_options"), options)
+
+    def test_a_key_itself_is_refused_and_the_variable_named_instead(self):
+        self.refused("llm_options", {"api_key": "sk-secret"}, r"'api_key'.*api_key_env")
+
+    def test_each_bad_value_is_refused_naming_the_option(self):
+        cases = [
+            ({"api_base": "127.0.0.1:8080"}, r"\['api_base'\].*http"),
+            ({"api_key_env": "sk-abc def"}, r"\['api_key_env'\].*environment variable"),
+            ({"temperature": 3}, r"\['temperature'\].*\[0, 2\]"),
+            ({"max_tokens": 0}, r"\['max_tokens'\]"),
+            ({"timeout": 0}, r"\['timeout'\].*\(0, 86400\]"),
+            ({"model": "openai/x"}, r"'model'.*llm_model"),
+            ({"tools": []}, r"'tools'"),
+            ({"seed": object()}, r"\['seed'\].*plain value"),
+            ("fast", r"must be a dict"),
+        ]
+        for value, pattern in cases:
+            with self.subTest(value=value):
+                self.refused("llm_options", value, pattern)
+        self.refused("compact_options", {"api_key": "x"}, r"api_key_env")
+
+
+@override_settings(AI_LLM_RETRY_DELAY=0.01)
+class TestOptionsReachTheModel(AssistantTestCase):
+    def test_every_option_reaches_litellm_and_the_key_comes_from_its_variable(self):
+        self.script.set_config("llm_options", dict(LOCAL, api_key_env="EVAL_TEST_KEY", seed=7))
+        with ScriptedLLM("hi") as llm, mock.patch.dict(os.environ, {"EVAL_TEST_KEY": "sk-env"}):
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model))
+        self.assertTrue(result.ok)
+        sent = llm.requests[0]
+        self.assertEqual(sent["api_base"], LOCAL["api_base"])
+        self.assertEqual(sent["api_key"], "sk-env")
+        self.assertEqual((sent["temperature"], sent["max_tokens"], sent["seed"]), (0.2, 64, 7))
+
+    def test_a_missing_key_variable_fails_the_call_clearly_without_calling(self):
+        self.script.set_config("llm_options", {"api_key_env": "EVAL_UNSET_KEY"})
+        os.environ.pop("EVAL_UNSET_KEY", None)
+        with ScriptedLLM("hi") as llm:
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model))
+        self.assertFalse(result.ok)
+        self.assertEqual(result.error_kind, "bad_config")
+        self.assertIn("EVAL_UNSET_KEY", result.error)
+        self.assertEqual(llm.calls, [])
+
+    def test_two_assistants_on_two_servers_side_by_side(self):
+        other = make_assistant("Sage", self.room1).assistant_script
+        self.script.set_config("llm_options", {"api_base": "http://127.0.0.1:9001/v1"})
+        other.set_config("llm_options", {"api_base": "http://127.0.0.1:9002/v1"})
+        with ScriptedLLM("a", "b") as llm:
+            wait_for(call_llm(self.script, HELLO, model=llm.model))
+            wait_for(call_llm(other, HELLO, model=llm.model))
+        self.assertEqual(
+            [request["api_base"] for request in llm.requests],
+            ["http://127.0.0.1:9001/v1", "http://127.0.0.1:9002/v1"],
+        )
+
+    @override_settings(AI_LLM_OPTIONS={"api_base": "http://127.0.0.1:7000", "temperature": 0.5})
+    def test_the_server_wide_setting_lies_under_the_assistants_own(self):
+        self.script.set_config("llm_options", {"temperature": 0.1})
+        with ScriptedLLM("hi") as llm:
+            wait_for(call_llm(self.script, HELLO, model=llm.model))
+        self.assertEqual(llm.requests[0]["api_base"], "http://127.0.0.1:7000")
+        self.assertEqual(llm.requests[0]["temperature"], 0.1)
+
+    @override_settings(AI_LLM_OPTIONS={"api_key": "sk-in-settings"})
+    def test_a_bad_setting_fails_the_call_naming_the_setting(self):
+        with ScriptedLLM("hi") as llm:
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model))
+        self.assertEqual(result.error_kind, "bad_config")
+        self.assertIn("AI_LLM_OPTIONS", result.error)
+        self.assertEqual(llm.calls, [])
+
+    def test_summary_calls_layer_compact_options_over_the_main_models(self):
+        self.script.set_config("llm_options", {"api_base": "http://127.0.0.1:1/v1", "seed": 1})
+        self.script.set_config("compact_options", {"max_tokens": 700})
+        with ScriptedLLM("summary") as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(generate_context_summary(self.script, HELLO))
+        sent = llm.requests[0]
+        self.assertEqual(
+            (sent["api_base"], sent["seed"], sent["max_tokens"]), ("http://127.0.0.1:1/v1", 1, 700)
+        )
+
+    def test_a_separate_summary_model_takes_compact_options_alone(self):
+        self.script.set_config("llm_options", {"api_base": "http://127.0.0.1:1/v1", "seed": 1})
+        self.script.set_config("compact_options", {"api_base": "http://127.0.0.1:2/v1"})
+        with ScriptedLLM("summary") as llm:
+            self.script.set_config("compact_model", llm.model)
+            wait_for(generate_context_summary(self.script, HELLO))
+        self.assertEqual(llm.requests[0]["api_base"], "http://127.0.0.1:2/v1")
+        self.assertNotIn("seed", llm.requests[0])
+
+    def test_the_models_own_timeout_wins_over_the_setting(self):
+        self.script.set_config("llm_options", {"timeout": 0.2})
+        with ScriptedLLM(1.5) as llm, self.settings(AI_LLM_TIMEOUT=60):
+            started = time.monotonic()
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model, max_retries=0))
+        self.assertEqual(result.error_kind, "timeout")
+        self.assertIn("0.2s", result.error)
+        self.assertLess(time.monotonic() - started, 1.5)
+
+
+class SilentServer:
+    """A loopback server that accepts a request and never answers; notes when it is dropped."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.dropped_after = None
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        connection, _ = self.sock.accept()
+        accepted = time.monotonic()
+        connection.settimeout(30)
+        try:
+            while connection.recv(4096):
+                pass
+            self.dropped_after = time.monotonic() - accepted
+        except OSError:
+            pass
+        finally:
+            connection.close()
+            self.sock.close()
+
+
+class TestTimeoutCancelsTheRequest(AssistantTestCase):
+    def test_a_timed_out_request_is_closed_not_only_abandoned(self):
+        server = SilentServer()
+        self.script.set_config(
+            "llm_options",
+            {
+                "api_base": f"http://127.0.0.1:{server.port}/v1",
+                "api_key_env": "EVAL_T",
+                "timeout": 1,
+            },
+        )
+        with mock.patch.dict(os.environ, {"EVAL_T": "x"}):
+            result = wait_for(call_llm(self.script, HELLO, model="openai/local", max_retries=0))
+        self.assertEqual(result.error_kind, "timeout")
+        deadline = time.monotonic() + 5
+        while server.dropped_after is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIsNotNone(server.dropped_after, "the request was never closed")
+        self.assertLess(server.dropped_after, 3)
+
+
+class TestThinkingEmote(AssistantTestCase):
+    def setUp(self):
+        super().setUp()
+        self.heard = record_messages(self.char1)
+
+    def tick_with(self, *steps, delay):
+        self.script.set_config("thinking_delay", delay)
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.script.queue_event(
+                {
+                    "type": "speech",
+                    "speaker": self.char1.dbref,
+                    "speaker_name": "Char",
+                    "text": "hi",
+                }
+            )
+            return self.tick()
+
+    def thinking_lines(self):
+        return [line for line in self.heard if "deep in thought" in str(line)]
+
+    def test_a_slow_answer_shows_the_emote_once(self):
+        result = self.tick_with(0.6, delay=0.1)
+        self.assertEqual(result["status"], "replied")
+        self.assertEqual(self.thinking_lines(), ["Helper pauses, deep in thought."])
+
+    def test_a_quick_answer_shows_none(self):
+        self.tick_with("Hello there!", delay=2)
+        self.assertEqual(self.thinking_lines(), [])
+        self.assertIn("Hello there!", " ".join(str(line) for line in self.heard))
+
+    def test_none_turns_it_off(self):
+        self.script.set_config("thinking_emote", None)
+        self.tick_with(0.4, delay=0.05)
+        self.assertEqual(self.thinking_lines(), [])
+
+
+class TestLitellmPreload(AssistantTestCase):
+    def test_server_start_imports_litellm_in_a_worker_thread(self):
+        threads = []
+
+        def loading():
+            threads.append(threading.current_thread())
+            return load_litellm()
+
+        with mock.patch("ai.assistant_script.load_litellm", loading):
+            self.script.at_server_start()
+            deadline = time.monotonic() + 5
+            while not threads and time.monotonic() < deadline:
+                wait_for(task.deferLater(reactor, 0.01, lambda: None))
+        self.assertEqual(len(threads), 1)
+        self.assertIsNot(threads[0], threading.main_thread())

@@ -1,0 +1,124 @@
+"""Only conversation speaks: what a real model's text answers do in each context."""
+
+from ai.helpers.journal import journal_entries
+from ai.sleep.extraction import run_pre_compaction_extraction, stated_facts
+
+from .support import AssistantTestCase, ScriptedLLM, record_messages, wait_for
+from .test_context_compaction import FACTS, fill
+
+FENCED_SAY = 'Sure!\n```json\n{"name": "say", "arguments": {"message": "The oak, Char."}}\n```'
+PROSE_AND_JOURNAL = (
+    '<tool_call>{"name": "add_journal_entry", "arguments": {"content": "Char has a horse '
+    'called Thunder."}}</tool_call>\nWhat a fine name for a horse!'
+)
+
+
+class SpeakingTestCase(AssistantTestCase):
+    def setUp(self):
+        super().setUp()
+        self.heard = record_messages(self.char2)
+
+    def heard_text(self):
+        return "\n".join(str(line) for line in self.heard)
+
+    def tick_on(self, *steps, text="My horse is called Thunder."):
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.script.queue_event(
+                {
+                    "type": "speech",
+                    "speaker": self.char1.dbref,
+                    "speaker_name": "Char",
+                    "text": text,
+                }
+            )
+            return self.tick()
+
+
+class TestConversationSpeaks(SpeakingTestCase):
+    def test_a_plain_text_answer_is_said(self):
+        result = self.tick_on("A fine horse!")
+        self.assertEqual(result["reply"], "A fine horse!")
+        self.assertIn("A fine horse!", self.heard_text())
+
+    def test_a_tool_call_written_as_text_runs_and_only_its_message_is_heard(self):
+        result = self.tick_on(FENCED_SAY, text="Where are the coins?")
+        self.assertEqual(result["reply"], "The oak, Char.")
+        self.assertEqual(result["loop"].text_tool_calls, 1)
+        self.assertIn("The oak, Char.", self.heard_text())
+        self.assertNotIn("```", self.heard_text())
+        self.assertNotIn('"name"', self.heard_text())
+        stored = self.script.conversation_history[-2]
+        self.assertEqual(stored["tool_calls"][0]["function"]["name"], "say")
+
+    def test_prose_beside_a_recovered_journal_call_is_said_and_the_fact_kept(self):
+        result = self.tick_on(PROSE_AND_JOURNAL)
+        self.assertEqual(result["reply"], "What a fine name for a horse!")
+        self.assertEqual(
+            [e["content"] for e in journal_entries(self.assistant)],
+            ["Char has a horse called Thunder."],
+        )
+        self.assertNotIn("tool_call", self.heard_text())
+
+    def test_markup_that_is_no_call_is_withheld_and_kept_out_of_history(self):
+        result = self.tick_on('{"reply": "yes", "mood": "happy"}')
+        self.assertEqual(result["status"], "acted")
+        self.assertEqual(len(result["loop"].withheld), 1)
+        self.assertNotIn("mood", self.heard_text())
+        self.assertNotIn("mood", str(self.script.conversation_history))
+
+    def test_an_unknown_tool_written_as_text_is_reported_and_never_said(self):
+        result = self.tick_on('```json\n{"name": "cast_fireball", "arguments": {}}\n```')
+        self.assertEqual(len(result["loop"].malformed_tool_calls), 1)
+        self.assertNotIn("fireball", self.heard_text())
+
+
+class TestScratchWorkStaysQuiet(SpeakingTestCase):
+    def extract(self, *steps):
+        fill(self.script, FACTS[:3])
+        self.heard.clear()
+        before = len(self.script.conversation_history)
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        return result, self.script.conversation_history[before:]
+
+    def test_extraction_text_is_never_said_but_its_facts_are_journaled(self):
+        notes = (
+            "Here are the facts:\n1. Char buried 40 gold coins under the old oak.\n"
+            "2. Char2 owes the innkeeper 25 silver pieces.\nAll facts are journaled now."
+        )
+        result, added = self.extract(notes)
+        self.assertEqual(self.heard, [])
+        self.assertEqual(result["facts_recorded"], 2)
+        self.assertEqual(
+            [e["content"] for e in journal_entries(self.assistant)],
+            [
+                "Char buried 40 gold coins under the old oak.",
+                "Char2 owes the innkeeper 25 silver pieces.",
+            ],
+        )
+        self.assertTrue(journal_entries(self.assistant)[0]["source_message_ids"])
+        self.assertEqual(added, [], "scratch text joined the live history")
+
+    def test_extraction_calls_written_as_text_are_run_and_recorded_without_the_prose(self):
+        text = (
+            "Let me save this.\n```json\n"
+            '{"name": "add_journal_entry", "arguments": {"content": "Char buried 40 coins."}}'
+            "\n```"
+        )
+        result, added = self.extract(text, [("noop", {})])
+        self.assertEqual(result["facts_recorded"], 1)
+        self.assertEqual(result["text_tool_calls"], 1)
+        self.assertEqual(self.heard, [])
+        self.assertIsNone(added[0]["content"])
+        self.assertEqual(added[0]["tool_calls"][0]["function"]["name"], "add_journal_entry")
+
+    def test_what_counts_as_a_stated_fact(self):
+        self.assertEqual(
+            stated_facts(
+                "- Bob runs the forge by the north gate.\n* Who owns the horse?\n"
+                "Facts:\nNothing more to journal.\nok\n3) Carol's horse is called Thunder."
+            ),
+            ["Bob runs the forge by the north gate.", "Carol's horse is called Thunder."],
+        )

@@ -1,0 +1,44 @@
+"""The room sees that the assistant is thinking while a slow model call runs.
+
+A local model on a CPU can take a minute to answer; players would otherwise see nothing.
+The emote is shown at most once per turn, and only when a call outlasts ``thinking_delay``.
+"""
+
+from evennia.utils import logger
+from twisted.internet import reactor
+
+
+class ThinkingEmote:
+    """Shows the assistant's ``thinking_emote`` once when one of its calls runs long.
+
+    Args:
+        script (AssistantScript): The assistant's script (its ``thinking_*`` attributes).
+        character (AssistantCharacter): The assistant, whose room sees the emote.
+    """
+
+    def __init__(self, script, character):
+        self.character = character
+        self.emote = script.get_config("thinking_emote")
+        self.delay = script.get_config("thinking_delay")
+        self.shown = False
+
+    def watch(self, calling):
+        """Show the emote if the Deferred ``calling`` has not fired within the delay."""
+        if self.shown or not self.emote or self.character.location is None:
+            return
+        timer = reactor.callLater(self.delay, self._show)
+        calling.addBoth(self._cancel, timer)
+
+    def _show(self):
+        self.shown = True
+        text = self.emote.replace("{name}", self.character.key)
+        try:
+            self.character.location.msg_contents(text, from_obj=self.character)
+        except Exception:
+            logger.log_trace(f"AI {self.character.key}: the thinking emote failed")
+
+    @staticmethod
+    def _cancel(result, timer):
+        if timer.active():
+            timer.cancel()
+        return result
