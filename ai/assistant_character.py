@@ -53,7 +53,7 @@ class AssistantCharacter(DefaultCharacter):
                 and not isinstance(from_obj, AssistantCharacter)
             ):
                 self.hear(from_obj, spoken_words(line))
-            else:
+            elif options.get("type") != "look":  # its own look is no news of the room
                 self.remember_ambience(line)
         return super().at_msg_receive(text=text, from_obj=from_obj, **kwargs)
 

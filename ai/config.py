@@ -123,6 +123,7 @@ MODEL_OPTION_CHECKS = {
     "temperature": number_range(0, 2),
     "max_tokens": int_range(1, 1_000_000),
     "timeout": number_range(0, 86400, low_open=True),
+    "tools_as_text": boolean,
 }
 # Keys the gateway sets itself, and why a builder may not.
 RESERVED_MODEL_OPTIONS = {

@@ -21,6 +21,7 @@ from .utils.markers import TRANSCRIPT_HEADER
 from .utils.message_format import sendable, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
+from .utils.tool_prompt import with_tools_described
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 # Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
@@ -164,11 +165,17 @@ def _read_tool_calls(message):
     return calls
 
 
-def _complete(model, messages, tools, timeout, extra):
-    """Run one litellm completion (in a worker thread) and read it into a result."""
+def _complete(model, messages, tools, timeout, extra, tools_as_text=False):
+    """Run one litellm completion (in a worker thread) and read it into a result.
+
+    With ``tools_as_text`` the tools are listed in the system prompt instead of sent as
+    the API's ``tools``; either way, calls written in the answer's text are recovered.
+    """
     litellm = load_litellm()
     kwargs = dict(extra)
-    if tools:
+    if tools and tools_as_text:
+        messages = with_tools_described(messages, tools)
+    elif tools:
         kwargs["tools"] = tools
     response = litellm.completion(
         model=model, messages=messages, timeout=timeout, num_retries=0, **kwargs
@@ -187,7 +194,8 @@ def _complete(model, messages, tools, timeout, extra):
     if tools and not tool_calls and content:
         recover_text_tool_calls(result, tools)
     if needs_calibration(model):
-        result.counted_prompt_tokens = REPLY_PRIMING_TOKENS + count_tools_tokens(tools, model)
+        result.counted_prompt_tokens = REPLY_PRIMING_TOKENS
+        result.counted_prompt_tokens += count_tools_tokens(kwargs.get("tools"), model)
         result.counted_prompt_tokens += sum(count_message_tokens(m, model) for m in messages)
     return result
 
@@ -249,6 +257,7 @@ def call_llm(
     try:
         options = call_options(script, purpose)
         own_timeout = options.pop("timeout", None)
+        tools_as_text = options.pop("tools_as_text", False)
         timeout = timeout or own_timeout or ai_setting("AI_LLM_TIMEOUT")
         kwargs = {**litellm_kwargs(options), **extra}
     except ConfigError as err:
@@ -259,7 +268,9 @@ def call_llm(
     attempt = 0
     while True:
         attempt += 1
-        waiting = threads.deferToThread(_complete, model, payload, tools, timeout, kwargs)
+        waiting = threads.deferToThread(
+            _complete, model, payload, tools, timeout, kwargs, tools_as_text
+        )
         waiting.addTimeout(wait_limit(timeout), reactor)
         try:
             result = yield waiting

@@ -8,6 +8,7 @@ assistant message that calls tools always travels with the tool results that ans
 Everything cut is recorded in the result.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from .prompt_components import (
@@ -36,6 +37,7 @@ SHRINK_ORDER = (
     "tool_result",
 )
 TRUNCATION_MARK = " [...]"
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 @dataclass
@@ -101,14 +103,16 @@ def _component_text(component, state, config):
         if renderer is not None:
             return renderer(state)
         template = component.content
-    return template.format_map(_Defaulting(state.fields()))
+    return fill_placeholders(template, state.fields())
 
 
-class _Defaulting(dict):
-    """Leave unknown ``{placeholders}`` in a template as they are."""
+def fill_placeholders(template, values):
+    """Replace the ``{name}``-style placeholders of ``values`` in ``template``.
 
-    def __missing__(self, key):
-        return "{" + key + "}"
+    Every other brace is left as written: a prompt may show JSON, and a builder's override
+    must never break a tick.
+    """
+    return _PLACEHOLDER.sub(lambda match: str(values.get(match[1], match[0])), template)
 
 
 def _included(component, enabled_ids):

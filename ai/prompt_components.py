@@ -44,15 +44,21 @@ class PromptComponent:
     role: str = "system"
 
 
-DEFAULT_SYSTEM_PROMPT = """You are {name}, a character in a text game who helps its players. \
-Several players talk to you; each of their messages starts with the speaker's name.
+# Measured with make eval-local: an example exchange kept a small local model from
+# repeating players' lines back to them; an instruction to journal in the same breath did
+# not (facts are journaled before every compaction anyway).
+DEFAULT_SYSTEM_PROMPT = """You are {name}, a friendly character in a text game. Several \
+players talk to you.
 
-For the newest message:
-1. If it tells you a fact (a name, place, number, promise, secret or plan), save it with \
-add_journal_entry as one full sentence that names who told you.
-2. Reply to that player in one or two short sentences, in character, with the say tool.
-3. To a question, answer with the facts from this conversation, the summary and what you \
-remember. If you do not know, say so. Never repeat the player's words back to them."""
+Reply to the newest message in one short sentence of your own, speaking to that player by \
+name. Answer questions from what was said earlier and from what you remember; if you do \
+not know, say so. Never repeat or restate what the player just said.
+
+Example:
+Dana says, "My cat is called Pip."
+You: What a sweet name, Dana!
+Eli says, "What is Dana's cat called?"
+You: Her cat is called Pip, Eli."""
 
 STATIC_COMPONENTS = [
     PromptComponent(

@@ -226,7 +226,9 @@ DEFAULT_CONTEXT_CONFIGS = {
         component_overrides=system_prompt_override(DEFAULT_PRE_COMPACTION_PROMPT),
         tool_filter=list(PRE_COMPACTION_TOOLS),
         allowed_tool_categories=["journal", "safe", "terminal"],
-        records_history=True,
+        # Its calls stay out of the live history: journaling forty facts would otherwise
+        # add eighty messages that the compaction right after it must preserve whole.
+        records_history=False,
     ),
 }
 

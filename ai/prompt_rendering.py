@@ -44,11 +44,15 @@ class PromptState:
 
 
 def render_event(event):
-    """Return the history text of a queued event: ``<speaker> says: <words>``."""
+    """Return the history text of a queued event: ``<speaker> says, "<words>"``.
+
+    The words are quoted: measured on a small local model, a quoted line was answered
+    where ``<speaker> says: <words>`` was echoed back.
+    """
     speaker = event.get("speaker_name") or "Someone"
     if event.get("type") == "arrival":
         return f"{speaker} arrives."
-    return f"{speaker} says: {event.get('text', '')}"
+    return f'{speaker} says, "{event.get("text", "")}"'
 
 
 def present_characters(character):
@@ -116,9 +120,11 @@ def render_pending_event(state):
         return ""
     if event.get("instruction"):
         return event["instruction"]
-    speaker = event.get("speaker_name") or "Someone"
     if event.get("in_history"):
-        return f"Respond to what {speaker} just said (the last message above)."
+        # The event is the last message already; an instruction after it made a small
+        # local model repeat the player's line instead of answering it.
+        return ""
+    speaker = event.get("speaker_name") or "Someone"
     return f"Handle this now: {speaker} ({event.get('type')}) said \"{event.get('text', '')}\"."
 
 

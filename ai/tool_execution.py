@@ -14,6 +14,7 @@ from twisted.internet import defer
 
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
+from .prompt_components import COMPONENT_CONVERSATION_HISTORY
 from .prompt_contexts import get_context_config, select_execution_pattern
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
@@ -28,6 +29,7 @@ class LoopResult:
         context_type (str): The context type it ran in.
         iterations (int): Model calls made.
         tools_called (list): Names of the tools run, in order.
+        tools_refused (list): Names of the tools called that the context does not offer.
         stop_reason (str): ``terminal_tool``, ``noop``, ``no_tool_call``, ``tool_not_allowed``,
             ``awaiting_confirmation``, ``llm_error`` or ``max_iterations``.
         said (list): What the assistant said in the room.
@@ -46,6 +48,7 @@ class LoopResult:
     context_type: str
     iterations: int = 0
     tools_called: list = field(default_factory=list)
+    tools_refused: list = field(default_factory=list)
     stop_reason: str = ""
     said: list = field(default_factory=list)
     pattern: object = None
@@ -62,15 +65,23 @@ def _not_run(call, why):
 
 
 class _Turn:
-    """The messages of one loop, written to history or kept locally, per the context."""
+    """The messages of one loop: appended to history, or kept to the loop, per the context.
 
-    def __init__(self, script, records_history):
+    A context that reads history but does not record into it (extraction) sees the live
+    history followed by its own messages.
+    """
+
+    def __init__(self, script, config):
         self.script = script
-        self.records_history = records_history
+        self.records_history = config.records_history
+        self.reads_history = COMPONENT_CONVERSATION_HISTORY in config.enabled_components
         self.local = []
 
     def history(self):
-        return self.script.conversation_history if self.records_history else list(self.local)
+        if self.records_history:
+            return self.script.conversation_history
+        live = self.script.conversation_history if self.reads_history else []
+        return live + self.local
 
     def record(self, message):
         if message is None:
@@ -125,7 +136,7 @@ def run_react_loop(
     context = ToolContext(
         script, character, context_type, event, list(source_message_ids), list(source_messages)
     )
-    turn = _Turn(script, config.records_history)
+    turn = _Turn(script, config)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
     thinking = ThinkingEmote(script, character) if config.speaks and event else None
@@ -205,6 +216,7 @@ def _run_calls(calls, allowed, pattern, context, turn, result):
             continue
         if name not in allowed:
             turn.record(_not_run(call, f"{name} is not available in {context.context_type}"))
+            result.tools_refused.append(name)
             stop = "tool_not_allowed"
             continue
         tool = get_tool(name)

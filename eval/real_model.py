@@ -34,8 +34,8 @@ ROOM = "Crossroads Inn"
 ASSISTANT = "Wren"
 PLAYERS = ("Alice", "Bob", "Carol")
 # A window this small makes a short conversation need compacting, as a long one would.
-MAX_CONTEXT_TOKENS = 2600
-PRESERVE_WINDOW = 6
+MAX_CONTEXT_TOKENS = 2400
+PRESERVE_WINDOW = 4
 LOCAL_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_KEY_VARIABLE = "EVAL_LOCAL_API_KEY"
 CALL_TIMEOUT = 900
@@ -127,6 +127,17 @@ FACTS = [
     ),
 ]
 GREETING = ("Alice", "Hello Wren, good evening!")
+# Small talk between the facts and the questions, until the history has been compacted in
+# an emergency and then in sleep (at most MAX_SMALL_TALK lines).
+SMALL_TALK = [
+    ("Carol", "What do you think of the ale they serve here?"),
+    ("Bob", "It has been a long, cold week at work, friend."),
+    ("Alice", "Do you like the songs the bard plays in the evening?"),
+    ("Bob", "Tell me something cheerful, Wren."),
+    ("Carol", "The fire is warm tonight, is it not?"),
+    ("Alice", "Have you ever travelled far from this inn?"),
+]
+MAX_SMALL_TALK = 30
 # Questions come after every fact is planted, in an order unlike the planting.
 QUESTION_ORDER = (1, 4, 0, 7, 2, 9, 5, 3, 8, 6)
 
@@ -208,8 +219,12 @@ def note_tick(result, run):
         run.extractions.append(extraction)
         run.text_tool_calls += extraction.get("text_tool_calls", 0)
         run.malformed += extraction.get("malformed_tool_calls", [])
+    if extraction and extraction.get("iterations"):
+        print(f"     >> extraction journaled {extraction.get('facts_recorded')} facts")
     compaction = memory.get("context_compaction")
-    if compaction and not compaction.get("skipped"):
+    if compaction and compaction.get("skipped"):
+        print(f"     >> no compaction: {compaction.get('reason')}")
+    elif compaction:
         (run.compactions if compaction.get("success") else run.failed_compactions).append(
             compaction
         )
@@ -251,27 +266,48 @@ def sleep(script, run):
         print(f"     {ASSISTANT} is {result.get('phase')} ({time.monotonic() - started:.0f}s)")
 
 
-def slept_compaction(run):
-    return any(c["kind"] == "sleep" for c in run.compactions)
+def compacted(run, kind):
+    """Tell whether a compaction of ``kind`` has succeeded in the run."""
+    return any(c["kind"] == kind for c in run.compactions)
 
 
 @defer.inlineCallbacks
 def converse(players, assistant, run):
-    """Plant every fact, sleep when the context allows a sleep compaction, then ask."""
+    """Plant every fact, talk until both kinds of compaction ran, then ask the questions."""
     script = assistant.assistant_script
     threshold = script.get_config("compact_sleep_threshold")
-    steps = [(GREETING[0], GREETING[1], None)]
-    steps += [(f[1], f[2], None) for f in FACTS]
-    steps += [(FACTS[i][3], FACTS[i][4], FACTS[i]) for i in QUESTION_ORDER]
-    for number, (speaker, line, fact) in enumerate(steps, start=1):
+    number = 0
+
+    def step(speaker, line, fact=None):
+        nonlocal number
+        number += 1
         print(f"[{number:2d}] {speaker}: {line}")
-        yield say(script, players[speaker], line, run, fact)
-        if not slept_compaction(run) and script.context_usage().usage >= threshold:
+        return say(script, players[speaker], line, run, fact)
+
+    yield step(*GREETING)
+    for _, speaker, line, *_ in FACTS:
+        yield step(speaker, line)
+    for turn in range(MAX_SMALL_TALK):
+        if compacted(run, "emergency") and compacted(run, "sleep"):
+            break
+        if compacted(run, "emergency") and script.context_usage().usage >= threshold:
             print(f"[--] (the inn goes quiet; {ASSISTANT} falls asleep)")
             yield sleep(script, run)
-            players[speaker].execute_cmd("say Wake up, Wren.")
-            yield script.at_repeat()
+            continue
+        yield step(*SMALL_TALK[turn % len(SMALL_TALK)])
+    for index in QUESTION_ORDER:
+        _, _, _, asker, question, _ = FACTS[index]
+        yield step(asker, question, FACTS[index])
     return run
+
+
+def answers(reply, words):
+    """Tell whether ``reply`` holds one of ``words`` and is no player's line repeated."""
+    reply = reply.lower()
+    planted = {f[2].lower() for f in FACTS}
+    return any(word in reply for word in words) and reply.strip(' ."') not in {
+        line.strip(" .") for line in planted
+    }
 
 
 def fact_table(script, character, run):
@@ -283,7 +319,7 @@ def fact_table(script, character, run):
     for key, *_, words in FACTS:
         found = places[key]
         turn = answers.get(key)
-        ok = bool(turn) and any(word in turn.reply.lower() for word in words)
+        ok = bool(turn) and answers(turn.reply, words)
         right += ok
         print(
             f"{key:<16}{'yes' if 'recent' in found else '-':>6}"
@@ -383,7 +419,8 @@ def model_and_options(args, stack):
     )
     # llama.cpp's server checks no key, but the OpenAI client wants one.
     os.environ.setdefault(LOCAL_KEY_VARIABLE, "local")
-    options.update(api_base=server.api_base, api_key_env=LOCAL_KEY_VARIABLE)
+    # Offered natively (its chat template's tool block), this model repeats players' lines.
+    options.update(api_base=server.api_base, api_key_env=LOCAL_KEY_VARIABLE, tools_as_text=True)
     print(f"local model served at {server.api_base} (log: {server.log_path})")
     return LOCAL_MODEL, options
 

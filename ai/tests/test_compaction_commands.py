@@ -264,7 +264,9 @@ class TestAiCompact(CompactionCommandTestCase):
 
     def test_journals_compacts_and_reports(self):
         self.tell_facts()
-        # Extraction needs the history in its prompt: a window that holds it, whose 20% does not.
+        # Extraction needs the history in its prompt: a window that holds it, whose 20%
+        # (the preserve window) holds only the small talk that followed the facts.
+        self.tell_facts(["Char says: Nice weather today, is it not?"] * 15)
         self.script.set_config("compact_preserve_window", 2)
         self.script.set_config("max_context_tokens", 2000)
         report = self.run_compact()

@@ -130,3 +130,18 @@ class TestContextWindow(AssistantTestCase):
         self.script.set_config("max_context_tokens", None)
         self.script.set_config("llm_model", "gpt-4o-mini")
         self.assertEqual(context_window(self.script), 128000)
+
+
+class TestWhatIsSent(AssistantTestCase):
+    def test_a_tool_calling_message_without_text_is_sent_with_empty_content(self):
+        call = {"id": "c1", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+        history = [
+            {"role": "user", "content": "Char says: hi", "metadata": {"speaker": "#1"}},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Done."},
+        ]
+        with ScriptedLLM("ok") as llm:
+            wait_for(call_llm(self.script, history, model=llm.model))
+        sent = llm.calls[0]
+        self.assertEqual(sent[1]["content"], "")
+        self.assertNotIn("metadata", sent[0])

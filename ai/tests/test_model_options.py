@@ -12,6 +12,7 @@ from twisted.internet import reactor, task
 from ai.config import ConfigError
 from ai.litellm_loader import load_litellm
 from ai.llm_interaction import call_llm, generate_context_summary
+from ai.tools import get_tool
 
 from .support import AssistantTestCase, ScriptedLLM, make_assistant, record_messages, wait_for
 
@@ -231,3 +232,31 @@ class TestLitellmPreload(AssistantTestCase):
                 wait_for(task.deferLater(reactor, 0.01, lambda: None))
         self.assertEqual(len(threads), 1)
         self.assertIsNot(threads[0], threading.main_thread())
+
+
+class TestToolsAsText(AssistantTestCase):
+    def test_tools_are_listed_in_the_prompt_and_calls_read_from_the_text(self):
+        self.script.set_config("llm_options", {"tools_as_text": True})
+        schemas = [get_tool("say").schema(), get_tool("noop").schema()]
+        answer = '{"name": "say", "arguments": {"message": "Hello, Char!"}}'
+        with ScriptedLLM(answer) as llm:
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model, tools=schemas))
+        self.assertNotIn("tools", llm.requests[0])
+        system = llm.calls[0][0]
+        self.assertEqual(system["role"], "system")
+        self.assertIn("- say(message): Say your reply aloud", system["content"])
+        self.assertIn("- noop(): ", system["content"])
+        self.assertEqual(result.tool_calls[0]["function"]["name"], "say")
+        self.assertEqual(result.text_tool_calls, 1)
+        self.assertEqual(result.content, "")
+
+    def test_by_default_tools_go_to_the_api(self):
+        schemas = [get_tool("say").schema()]
+        with ScriptedLLM("hi") as llm:
+            wait_for(call_llm(self.script, HELLO, model=llm.model, tools=schemas))
+        self.assertEqual(llm.requests[0]["tools"], schemas)
+        self.assertNotIn("Tools:", str(llm.calls[0]))
+
+    def test_the_option_is_checked(self):
+        with self.assertRaisesRegex(ConfigError, r"\['tools_as_text'\].*True or False"):
+            self.script.set_config("llm_options", {"tools_as_text": "yes"})

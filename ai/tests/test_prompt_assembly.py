@@ -92,13 +92,30 @@ class TestAssembly(AssistantTestCase):
                 "character_context",
                 "context_buffer",
                 "conversation_history",
-                "pending_event",
             ],
         )
         self.assertIn("You are Helper", prompt.messages[0]["content"])
         self.assertIn("Present: Char, Char2", prompt.messages[1]["content"])
-        self.assertEqual(prompt.messages[3], {"role": "user", "content": "Char says: hi"})
-        self.assertIn("Respond to what Char just said", prompt.messages[4]["content"])
+        # The event is the last message: nothing after it (an instruction there made a
+        # small model repeat the player).
+        self.assertEqual(prompt.messages[-1], {"role": "user", "content": "Char says: hi"})
+
+    def test_an_event_not_yet_in_history_is_the_pending_event(self):
+        event = {"type": "speech", "speaker_name": "Char", "text": "hi"}
+        prompt = self.assemble(event=event)
+        self.assertIn('Char (speech) said "hi"', prompt.messages[-1]["content"])
+
+    def test_braces_in_an_override_are_kept_and_placeholders_filled(self):
+        override = 'You are {name} in {location}. Answer like {"name": "say"} and {unknown}.'
+        self.script.set_config(
+            "context_overrides",
+            {"tick_event": {"component_overrides": {"system_prompt": {"content": override}}}},
+        )
+        prompt = self.assemble()
+        self.assertEqual(
+            prompt.messages[0]["content"],
+            'You are Helper in Room. Answer like {"name": "say"} and {unknown}.',
+        )
 
     def test_a_pluggable_component_lands_after_its_static_neighbour(self):
         register_component(

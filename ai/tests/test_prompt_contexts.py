@@ -119,7 +119,7 @@ EXPECTED = {
         False,
         JOURNAL_CATEGORIES,
         False,
-        True,
+        False,  # its calls stay out of the live history
     ),
 }
 

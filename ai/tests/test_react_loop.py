@@ -47,10 +47,8 @@ class TestStopConditions(LoopTestCase):
         self.assertEqual(result.stop_reason, "tool_not_allowed")
         self.assertEqual(result.tools_called, [])
         char1_msg.assert_not_called()
-        self.assertIn(
-            "Not run: say is not available in pre_compaction",
-            self.script.conversation_history[-1]["content"],
-        )
+        self.assertEqual(result.tools_refused, ["say"])
+        self.assertEqual(self.script.conversation_history, [], "extraction records no history")
 
     def test_the_iteration_limit_ends_the_loop(self):
         with ScriptedLLM(*[[("review_journal", {})]] * 6) as llm:

@@ -81,6 +81,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
         with ScriptedLLM(*steps) as llm:
             self.script.set_config("llm_model", llm.model)
             result = wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        self.llm = llm
         return result, self.script.conversation_history[before:]
 
     def test_extraction_text_is_never_said_but_its_facts_are_journaled(self):
@@ -101,7 +102,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
         self.assertTrue(journal_entries(self.assistant)[0]["source_message_ids"])
         self.assertEqual(added, [], "scratch text joined the live history")
 
-    def test_extraction_calls_written_as_text_are_run_and_recorded_without_the_prose(self):
+    def test_extraction_calls_written_as_text_run_and_the_loop_sees_them_without_prose(self):
         text = (
             "Let me save this.\n```json\n"
             '{"name": "add_journal_entry", "arguments": {"content": "Char buried 40 coins."}}'
@@ -111,8 +112,10 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
         self.assertEqual(result["facts_recorded"], 1)
         self.assertEqual(result["text_tool_calls"], 1)
         self.assertEqual(self.heard, [])
-        self.assertIsNone(added[0]["content"])
-        self.assertEqual(added[0]["tool_calls"][0]["function"]["name"], "add_journal_entry")
+        self.assertEqual(added, [], "extraction's calls joined the live history")
+        seen = [m for m in self.llm.calls[1] if m.get("tool_calls")]
+        self.assertEqual(seen[0]["content"], "")
+        self.assertEqual(seen[0]["tool_calls"][0]["function"]["name"], "add_journal_entry")
 
     def test_what_counts_as_a_stated_fact(self):
         self.assertEqual(

@@ -17,7 +17,7 @@ class TestFullTick(AssistantTestCase):
         self.assertIn("Helper says", heard)
         self.assertIn("Dawnbringer", heard)
         history = self.script.conversation_history
-        self.assertEqual(history[0]["content"], "Char says: My sword is called Dawnbringer.")
+        self.assertEqual(history[0]["content"], 'Char says, "My sword is called Dawnbringer."')
         self.assertEqual(history[1]["role"], "assistant")
         self.assertEqual(history[-1]["role"], "tool")
 

@@ -71,5 +71,12 @@ def tool_call_text(call):
 
 
 def sendable(message):
-    """Return the part of a stored message that a chat API accepts (no metadata)."""
-    return {key: message[key] for key in SENDABLE_KEYS if message.get(key) is not None}
+    """Return the part of a stored message that a chat API accepts (no metadata).
+
+    A tool-calling message without text gets an empty content: llama.cpp's server refuses
+    a missing or null one.
+    """
+    sent = {key: message[key] for key in SENDABLE_KEYS if message.get(key) is not None}
+    if sent.get("tool_calls") and "content" not in sent:
+        sent["content"] = ""
+    return sent
