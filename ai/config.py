@@ -199,7 +199,7 @@ SCRIPT_CONFIG = {
         {},
         model_options,
         "litellm options of every call of the main model: api_base, api_key_env, temperature, "
-        "max_tokens, timeout and any other litellm keyword",
+        "max_tokens (of replies), timeout, tools_as_text and any other litellm keyword",
     ),
     "max_context_tokens": Option(
         100000,

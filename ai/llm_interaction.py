@@ -27,6 +27,8 @@ RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 # Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
 TIMEOUT_GRACE_MIN = 0.5
 TIMEOUT_GRACE_MAX = 5.0
+# The least output a task or a summary may use, whatever max_tokens limits replies to.
+WORK_MAX_TOKENS = 1000
 
 
 @dataclass
@@ -100,28 +102,35 @@ def resolve_model(script, model=None):
     return model or script.get_config("llm_model") or ai_setting("AI_LLM_MODEL")
 
 
-def call_options(script, purpose="chat"):
+def call_options(script, purpose="reply"):
     """Return the litellm options of a call: server-wide settings under the assistant's own.
 
     Args:
         script (AssistantScript): The calling assistant.
-        purpose (str): ``chat`` (the main model) or ``summary`` (the summary model, whose
-            options lie over the main model's when it is the main model).
+        purpose (str): ``reply`` (an answer to players), ``task`` (the assistant's own work,
+            e.g. journaling before a compaction) or ``summary``. ``max_tokens`` of
+            ``llm_options`` is meant for replies: a task or a summary may use at least
+            ``WORK_MAX_TOKENS`` (``compact_options`` may set a summary's own limit). A
+            summary's options lie over the main model's when it is the main model.
 
     Raises:
         ConfigError: for a refused ``AI_LLM_OPTIONS`` or ``AI_COMPACT_OPTIONS`` setting.
     """
-    chat = {
+    main = {
         **checked_setting("AI_LLM_OPTIONS", model_options),
         **script.get_config("llm_options"),
     }
-    if purpose == "chat":
-        return chat
+    if purpose == "reply":
+        return main
+    # A cap still, or a small model may loop until its context is full.
+    main["max_tokens"] = max(main.get("max_tokens", 0), WORK_MAX_TOKENS)
+    if purpose == "task":
+        return main
     summary = {
         **checked_setting("AI_COMPACT_OPTIONS", model_options),
         **script.get_config("compact_options"),
     }
-    return {**chat, **summary} if script.get_config("compact_model") is None else summary
+    return {**main, **summary} if script.get_config("compact_model") is None else summary
 
 
 def litellm_kwargs(options):
@@ -232,7 +241,7 @@ def call_llm(
     tools=None,
     timeout=None,
     max_retries=None,
-    purpose="chat",
+    purpose="reply",
     **extra,
 ):
     """Call a model through litellm without blocking the reactor.
@@ -246,7 +255,8 @@ def call_llm(
             ``AI_LLM_TIMEOUT``. The request itself is cancelled when it runs out.
         max_retries (int, optional): Retries after a retryable failure;
             ``AI_LLM_MAX_RETRIES`` by default.
-        purpose (str): ``chat`` or ``summary``: whose options apply (see ``call_options``).
+        purpose (str): ``reply``, ``task`` or ``summary``: which options apply (see
+            ``call_options``).
         **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``),
             over the options.
 

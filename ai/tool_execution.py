@@ -144,7 +144,8 @@ def run_react_loop(
         prompt = assemble_prompt(
             script, character, config, model, budget, turn.history(), event, tool_result, schemas
         )
-        calling = call_llm(script, prompt.messages, tools=schemas)
+        purpose = "reply" if config.speaks else "task"
+        calling = call_llm(script, prompt.messages, tools=schemas, purpose=purpose)
         if thinking:
             thinking.watch(calling)
         answer = yield calling

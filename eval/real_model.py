@@ -19,6 +19,7 @@ Usage::
 
 import argparse
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -163,6 +164,7 @@ class Run:
     failed_compactions: list = field(default_factory=list)
     extractions: list = field(default_factory=list)
     heard: list = field(default_factory=list)
+    tool_calls: int = 0
     text_tool_calls: int = 0
     malformed: list = field(default_factory=list)
     withheld: list = field(default_factory=list)
@@ -210,6 +212,7 @@ def note_tick(result, run):
     """Collect a tick's compaction, extraction and tool-call figures."""
     loop = result.get("loop")
     if loop is not None:
+        run.tool_calls += len(loop.tools_called) + len(loop.tools_refused)
         run.text_tool_calls += loop.text_tool_calls
         run.malformed += loop.malformed_tool_calls
         run.withheld += loop.withheld
@@ -217,6 +220,7 @@ def note_tick(result, run):
     extraction = memory.get("pre_compaction_extraction")
     if extraction and extraction.get("iterations"):
         run.extractions.append(extraction)
+        run.tool_calls += len(extraction.get("tools_called", []))
         run.text_tool_calls += extraction.get("text_tool_calls", 0)
         run.malformed += extraction.get("malformed_tool_calls", [])
     if extraction and extraction.get("iterations"):
@@ -301,13 +305,15 @@ def converse(players, assistant, run):
     return run
 
 
-def answers(reply, words):
-    """Tell whether ``reply`` holds one of ``words`` and is no player's line repeated."""
-    reply = reply.lower()
-    planted = {f[2].lower() for f in FACTS}
-    return any(word in reply for word in words) and reply.strip(' ."') not in {
-        line.strip(" .") for line in planted
-    }
+def is_right(reply, words):
+    """Tell whether ``reply`` holds one of the words of a right answer."""
+    return any(word in reply.lower() for word in words)
+
+
+def is_echo(reply, line):
+    """Tell whether ``reply`` repeats most of the words of the ``line`` it answers."""
+    said = set(re.findall(r"\w+", line.lower()))
+    return bool(said) and len(said & set(re.findall(r"\w+", reply.lower()))) >= 0.8 * len(said)
 
 
 def fact_table(script, character, run):
@@ -319,7 +325,7 @@ def fact_table(script, character, run):
     for key, *_, words in FACTS:
         found = places[key]
         turn = answers.get(key)
-        ok = bool(turn) and answers(turn.reply, words)
+        ok = bool(turn) and is_right(turn.reply, words)
         right += ok
         print(
             f"{key:<16}{'yes' if 'recent' in found else '-':>6}"
@@ -335,14 +341,6 @@ def spoken_problems(run):
     from ai.utils.text_tool_calls import looks_like_markup
 
     return [line for line in run.heard if looks_like_markup(line)]
-
-
-def tool_call_count(script):
-    """Count the tool calls the assistant made (live and archived history)."""
-    from ai.models import ConversationMessage
-
-    rows = ConversationMessage.objects.filter(db_script_id=script.id, role="assistant")
-    return sum(len(calls or ()) for calls in rows.values_list("tool_calls", flat=True))
 
 
 def report(assistant, run, elapsed):
@@ -371,10 +369,12 @@ def report(assistant, run, elapsed):
         f"{sum(e.get('facts_recorded', 0) for e in run.extractions)}"
     )
     print(
-        f"tool calls made: {tool_call_count(script)} (written as text and recovered: "
+        f"tool calls made: {run.tool_calls} (written as text and recovered: "
         f"{run.text_tool_calls}); malformed: {len(run.malformed)}; withheld answers: "
         f"{len(run.withheld)}"
     )
+    echoes = [turn for turn in run.turns if not turn.fact and is_echo(turn.reply, turn.line)]
+    print(f"replies that repeated the player's line: {len(echoes)}/{len(run.turns) - asked}")
     print(f"lines the room heard: {len(run.heard)}; with markup: {len(bad_speech)}")
     for line in bad_speech:
         print(f"  !! {line[:70]}")
@@ -407,7 +407,7 @@ def parse_args(argv):
 
 def model_and_options(args, stack):
     """Return the model string and its options; start the local server when none is named."""
-    options = {"temperature": 0.2, "max_tokens": 300, "timeout": CALL_TIMEOUT}
+    options = {"temperature": 0.2, "max_tokens": 200, "timeout": CALL_TIMEOUT}
     if args.model:
         options.update({"api_base": args.api_base} if args.api_base else {})
         options.update({"api_key_env": args.api_key_env} if args.api_key_env else {})

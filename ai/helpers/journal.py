@@ -79,6 +79,18 @@ def add_entry(
     return entry
 
 
+def find_same(character, content):
+    """Return the entry saying what ``content`` says (case, spacing, end stop aside), or None."""
+    wanted = _normalized(content)
+    return next(
+        (e for e in journal_entries(character) if _normalized(e["content"]) == wanted), None
+    )
+
+
+def _normalized(text):
+    return " ".join((text or "").lower().split()).rstrip(" .!")
+
+
 def unique_id(wanted, entries):
     """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if an entry already has it."""
     taken = {entry["id"] for entry in entries}

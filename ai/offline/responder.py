@@ -161,9 +161,11 @@ def fact_calls(speaker, text, names, salt):
 
 
 def journaled_contents(messages):
-    """Return the contents already journaled by ``add_journal_entry`` calls in the chat."""
+    """Return the contents journaled already: called for in the chat, or listed as saved."""
     contents = set()
     for message in messages:
+        listing = (message.get("content") or "").partition("again):")[2]
+        contents.update(line[2:] for line in listing.splitlines() if line.startswith("- "))
         for call in message.get("tool_calls") or ():
             if call["function"]["name"] == "add_journal_entry":
                 contents.add(json.loads(call["function"]["arguments"] or "{}").get("content"))

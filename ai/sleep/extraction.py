@@ -9,7 +9,13 @@ import re
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, cited_messages, journal_entries
+from ..helpers.journal import (
+    MAX_ENTRY_CHARS,
+    add_entry,
+    cited_messages,
+    find_same,
+    journal_entries,
+)
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
 
@@ -22,6 +28,9 @@ _ABOUT_THE_TASK = re.compile(
     r"\b(journal\w*|noop|tool|nothing (?:left|more|else)|no (?:more|other|new) facts?)\b",
     re.IGNORECASE,
 )
+# Facts journaled from this history are listed in the instruction, up to this many.
+MAX_LISTED_ENTRIES = 30
+SAVED_HEADER = "Already saved (do not save these again):"
 EXTRACTION_INSTRUCTION = (
     "Save the facts of the conversation above that are not saved yet: one add_journal_entry "
     "call per fact, naming who said it. Call noop when nothing is left."
@@ -77,7 +86,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
             script,
             character,
             CONTEXT_PRE_COMPACTION,
-            event={"type": "pre_compaction", "instruction": EXTRACTION_INSTRUCTION},
+            event={"type": "pre_compaction", "instruction": instruction(character, history)},
             iteration_limit=limit,
             source_messages=[m for m in history if m["role"] in ("user", "assistant", "system")],
             context_config=context,
@@ -97,7 +106,25 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         "stop_reason": loop.stop_reason,
         "text_tool_calls": loop.text_tool_calls,
         "malformed_tool_calls": loop.malformed_tool_calls,
+        "tools_called": loop.tools_called,
     }
+
+
+def instruction(character, history):
+    """Return the extraction's instruction, listing the facts already journaled from history.
+
+    Its own calls stay out of the history, so a later extraction learns from this list
+    what an earlier one saved.
+    """
+    live = {message["id"] for message in history}
+    saved = [
+        entry["content"]
+        for entry in journal_entries(character)
+        if live & set(entry.get("source_message_ids") or ())
+    ][-MAX_LISTED_ENTRIES:]
+    if not saved:
+        return EXTRACTION_INSTRUCTION
+    return "\n".join([EXTRACTION_INSTRUCTION, SAVED_HEADER, *(f"- {fact}" for fact in saved)])
 
 
 def stated_facts(text):
@@ -123,6 +150,8 @@ def journal_stated_facts(character, texts, history):
     """
     for text in texts:
         for fact in stated_facts(text):
+            if find_same(character, fact):
+                continue
             add_entry(
                 character,
                 fact,

@@ -113,6 +113,16 @@ class TestOptionsReachTheModel(AssistantTestCase):
             (sent["api_base"], sent["seed"], sent["max_tokens"]), ("http://127.0.0.1:1/v1", 1, 700)
         )
 
+    def test_max_tokens_limits_replies_and_work_keeps_a_cap_of_its_own(self):
+        self.script.set_config("llm_options", {"max_tokens": 40, "temperature": 0.3})
+        with ScriptedLLM("reply", "notes", "summary") as llm:
+            wait_for(call_llm(self.script, HELLO, model=llm.model))
+            wait_for(call_llm(self.script, HELLO, model=llm.model, purpose="task"))
+            self.script.set_config("llm_model", llm.model)
+            wait_for(generate_context_summary(self.script, HELLO))
+        self.assertEqual([r.get("max_tokens") for r in llm.requests], [40, 1000, 1000])
+        self.assertEqual([r["temperature"] for r in llm.requests], [0.3, 0.3, 0.3])
+
     def test_a_separate_summary_model_takes_compact_options_alone(self):
         self.script.set_config("llm_options", {"api_base": "http://127.0.0.1:1/v1", "seed": 1})
         self.script.set_config("compact_options", {"api_base": "http://127.0.0.1:2/v1"})

@@ -45,6 +45,7 @@ class TestOfflineExtraction(ExtractionTestCase):
                 "stop_reason": "noop",
                 "text_tool_calls": 0,
                 "malformed_tool_calls": [],
+                "tools_called": ["add_journal_entry"] * 3 + ["noop"],
             },
         )
         entries = journal_entries(self.assistant)
@@ -76,6 +77,18 @@ class TestOfflineExtraction(ExtractionTestCase):
         result = self.extract()
         self.assertEqual((result["iterations"], result["stop_reason"]), (5, "max_iterations"))
         self.assertEqual(len(journal_entries(self.assistant)), 8)
+
+    def test_a_later_extraction_is_told_what_the_history_gave_the_journal_already(self):
+        fill(self.script, FACTS[:3])
+        self.extract()
+        with ScriptedLLM([("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.extract()
+        instruction = llm.calls[0][-1]["content"]
+        self.assertIn("Already saved (do not save these again):", instruction)
+        for entry in journal_entries(self.assistant):
+            self.assertIn(f"- {entry['content']}", instruction)
+        self.assertEqual(len(journal_entries(self.assistant)), 3)
 
     def test_the_configured_limit_governs_whatever_the_per_tick_limit(self):
         fill(self.script, FACTS * 2)

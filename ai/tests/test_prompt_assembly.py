@@ -188,10 +188,12 @@ class TestLiveState(AssistantTestCase):
     def test_room_ambience_reaches_the_context_buffer_but_speech_does_not(self):
         self.room1.msg_contents("A bell rings in the distance.")
         self.char1.execute_cmd("say hello")
+        self.assistant.execute_cmd("look")  # what it sees itself is no news of the room
         prompt = self.assemble()
         buffer = next(m for m in prompt.messages if m["content"].startswith("Recently around"))
         self.assertIn("A bell rings in the distance.", buffer["content"])
         self.assertNotIn("hello", buffer["content"])
+        self.assertNotIn(self.room1.key, buffer["content"].replace("Recently around you", ""))
 
     def test_journal_entries_relevant_to_the_event_are_recalled_unless_history_shows_them(self):
         from ai.helpers.journal import add_entry

@@ -9,7 +9,13 @@ from evennia.utils.dbserialize import deserialize
 from evennia.utils.search import search_object
 from evennia.utils.utils import dbref
 
-from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, journal_entries, search_entries
+from ..helpers.journal import (
+    MAX_ENTRY_CHARS,
+    add_entry,
+    find_same,
+    journal_entries,
+    search_entries,
+)
 from .base import Tool, ToolResult
 from .registry import register_tool
 
@@ -19,6 +25,10 @@ MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
 def add_journal_entry(ctx, content, importance=5, tags=()):
     """Write a journal entry sourced from the turn's messages."""
     source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
+    same = find_same(ctx.character, content)
+    if same:
+        # Every extraction rereads the history it is given: keep one entry per fact.
+        return ToolResult(ok=True, content=f"Already journaled as {same['id']}.")
     try:
         entry = add_entry(
             ctx.character,
