@@ -17,7 +17,7 @@ from twisted.internet.task import deferLater
 from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
 from .token_calibration import needs_calibration, observe
-from .utils.markers import TRANSCRIPT_HEADER
+from .utils.markers import TRANSCRIPT_END, TRANSCRIPT_HEADER
 from .utils.message_format import sendable, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
@@ -319,16 +319,22 @@ DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversati
 players of a game and you, their assistant, so that you can go on without it. Several \
 players share you: always say who said or did what, by name.
 
-Keep:
-- facts learned about people, creatures, objects, places and events, with names and numbers
-- decisions made, and promises or deals between anyone, with their terms and deadlines
-- the current state of things, and tasks in progress or still open, with who owns them
-- what is planned next, and any constraint, rule, secret or password someone relied on
-- anything else you would need to carry on as if you still had the whole conversation
-- anything from an earlier [CONTEXT SUMMARY] that still matters
+Keep every fact about people, creatures, objects, places and events, with its exact names \
+and numbers; decisions, promises, deals and debts, with their terms and deadlines; any \
+constraint, rule, secret or password someone relied on; the current state of things and \
+tasks in progress or still open, with who owns them; what is planned next; anything else \
+you would need to carry on as if you still had the whole conversation; and anything from \
+an earlier [CONTEXT SUMMARY] that still matters.
 
-Leave out greetings, small talk, how tools were called, and anything said twice.
-Write plain sentences, most important first, in at most {max_words} words."""
+Leave out greetings, small talk, your own replies, how tools were called, and anything said \
+twice. Write at most {max_words} words."""
+# Said after the transcript, where a small model heeds it: given the instructions before
+# the transcript alone, Qwen2.5-Coder-1.5B copied the transcript out instead of condensing
+# it (754 tokens for 780); asked again after it, it listed the facts (about 120 words).
+SUMMARY_REQUEST = """List every fact worth keeping from the conversation above, one short \
+line each, naming who said it ("- Bob runs the forge by the north gate."). Keep exact names \
+and numbers; skip greetings and small talk; do not copy the conversation. At most \
+{max_words} words."""
 SUMMARY_MAX_WORDS = 400
 
 
@@ -346,23 +352,26 @@ def format_message_for_compaction(message):
 
 
 def format_messages_for_compaction(messages):
-    """Return the transcript that the summary call receives."""
+    """Return the transcript that the summary call receives, ending with its end marker."""
     lines = [format_message_for_compaction(message) for message in messages]
-    return TRANSCRIPT_HEADER + "\n" + "\n".join(line for line in lines if line)
+    return "\n".join([TRANSCRIPT_HEADER, *(line for line in lines if line), TRANSCRIPT_END])
 
 
 def generate_context_summary(script, messages_to_compact, model=None):
     """Summarize ``messages_to_compact`` in a separate call that sends only them.
 
     Uses ``compact_model`` (else the main model) and ``compact_prompt`` (else
-    ``DEFAULT_COMPACTION_PROMPT``).
+    ``DEFAULT_COMPACTION_PROMPT``, with ``SUMMARY_REQUEST`` after the transcript).
 
     Returns:
         Deferred: Fires with the :class:`LLMResult`; its ``content`` is the summary.
     """
+    transcript = format_messages_for_compaction(messages_to_compact)
+    if not script.get_config("compact_prompt"):
+        transcript += "\n\n" + SUMMARY_REQUEST.format(max_words=SUMMARY_MAX_WORDS)
     payload = [
         {"role": "system", "content": compaction_prompt(script)},
-        {"role": "user", "content": format_messages_for_compaction(messages_to_compact)},
+        {"role": "user", "content": transcript},
     ]
     return call_llm(script, payload, model=model or summary_model(script), purpose="summary")
 

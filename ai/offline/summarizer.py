@@ -9,7 +9,7 @@ the result is over the word limit, the least weighty lines go first.
 
 import re
 
-from ..utils.markers import SUMMARY_MARKER, TRANSCRIPT_HEADER
+from ..utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
 from .text_tools import words
 
 DEFAULT_WORD_LIMIT = 400
@@ -39,7 +39,7 @@ def word_limit(messages):
 def summary_lines(transcript, parse_event, is_fact, is_commitment):
     """Return the fact lines of a transcript, in order, without duplicates."""
     kept, seen = [], set()
-    for raw in transcript.splitlines()[1:]:
+    for raw in transcript.partition(TRANSCRIPT_END)[0].splitlines()[1:]:
         line = raw.strip()
         if not line or line == SUMMARY_MARKER or line.startswith(_SKIPPED_PREFIXES):
             continue

@@ -19,6 +19,7 @@ from ..history import HistoryChanged
 from ..litellm_loader import model_input_window
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
+    SUMMARY_REQUEST,
     compaction_prompt,
     context_window,
     generate_context_summary,
@@ -121,6 +122,7 @@ def summarize(script, messages):
     """
     model = summary_model(script)
     reserve = count_tokens(compaction_prompt(script), model) + SUMMARY_ANSWER_TOKENS
+    reserve += count_tokens(SUMMARY_REQUEST, model)
     limit = max(summarizer_window(script) - reserve, MIN_CHUNK_TOKENS)
     summaries = []
     for chunk in chunk_for_window(messages, limit, model):

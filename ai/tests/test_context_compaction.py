@@ -7,6 +7,7 @@ from evennia.utils.idmapper.models import flush_cache
 from twisted.internet import reactor
 
 from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries
+from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
 from ai.sleep import run_sleep_tick
 from ai.sleep.compaction import (
@@ -15,7 +16,7 @@ from ai.sleep.compaction import (
     compact_conversation_history,
     split_history,
 )
-from ai.utils.token_counter import count_message_tokens
+from ai.utils.token_counter import count_message_tokens, count_tokens
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
@@ -419,9 +420,11 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertIn("[CONTEXT SUMMARY]\nShort part summary.", merge_call)
         for call in llm.calls:
             # The window is below the summary's own reserve, so chunks take the minimum
-            # size; the transcript adds its header and framing to the stored counts.
-            transcript = count_message_tokens(call[1], llm.model)
-            self.assertLessEqual(transcript, MIN_CHUNK_TOKENS + 20)
+            # size; the transcript adds its header, end and framing to the stored counts,
+            # and the request to summarize follows it.
+            request = count_tokens(SUMMARY_REQUEST.format(max_words=SUMMARY_MAX_WORDS), llm.model)
+            transcript = count_message_tokens(call[1], llm.model) - request
+            self.assertLessEqual(transcript, MIN_CHUNK_TOKENS + 25)
 
     def test_a_message_too_large_for_the_summarizer_is_cut_for_the_call_and_kept_whole(self):
         huge = "Char says: " + " ".join(f"Crate {i} holds {i * 7} arrows." for i in range(400))
@@ -501,6 +504,19 @@ class TestBeyondTheSeeds(CompactionTestCase):
         ):
             with self.subTest(topic=topic):
                 self.assertIn(topic, prompt)
+        transcript = llm.calls[0][1]["content"]
+        self.assertTrue(
+            transcript.endswith(SUMMARY_REQUEST.format(max_words=SUMMARY_MAX_WORDS)),
+            "the request to list the facts comes after the transcript",
+        )
+
+    def test_a_custom_prompt_gets_no_request_after_the_transcript(self):
+        fill(self.script)
+        self.script.set_config("compact_prompt", "Condense this, keep names.")
+        with ScriptedLLM("Char buried gold.") as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.compact()
+        self.assertTrue(llm.calls[0][1]["content"].endswith("(end of the conversation)"))
 
 
 class TestNotifications(CompactionTestCase):

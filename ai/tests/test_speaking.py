@@ -72,6 +72,13 @@ class TestConversationSpeaks(SpeakingTestCase):
         self.assertEqual(len(result["loop"].malformed_tool_calls), 1)
         self.assertNotIn("fireball", self.heard_text())
 
+    def test_the_say_tool_refuses_markup_too(self):
+        message = '{"name": "say", "arguments": {"message": "hi"}}'
+        result = self.tick_on([("say", {"message": message})], [("noop", {})])
+        self.assertEqual(result["loop"].said, [])
+        self.assertNotIn("arguments", self.heard_text())
+        self.assertIn("Not said: that looks like code", str(self.script.conversation_history))
+
 
 class TestScratchWorkStaysQuiet(SpeakingTestCase):
     def extract(self, *steps):

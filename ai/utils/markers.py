@@ -6,3 +6,5 @@ SUMMARY_MARKER = "[CONTEXT SUMMARY]"
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 # The first line of the transcript that a summary call receives.
 TRANSCRIPT_HEADER = "Conversation to summarize:"
+# The line that ends the transcript (a request to summarize may follow it).
+TRANSCRIPT_END = "(end of the conversation)"
