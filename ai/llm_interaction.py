@@ -292,6 +292,8 @@ def call_llm(
         else:
             result.attempts = attempt
             _calibrate(script, result)
+            for piece in result.malformed_tool_calls:
+                logger.log_warn(f"AI {script.key}: ignored a tool call in the text: {piece}")
             return result
         if kind not in RETRYABLE or attempt > retries:
             logger.log_err(

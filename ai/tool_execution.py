@@ -18,6 +18,7 @@ from .prompt_components import COMPONENT_CONVERSATION_HISTORY
 from .prompt_contexts import get_context_config, select_execution_pattern
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
+from .utils.echo import is_echo
 from .utils.text_tool_calls import looks_like_markup
 
 
@@ -41,6 +42,8 @@ class LoopResult:
             said in the room.
         withheld (list): Text answers of a speaking context that were not said because
             they still looked like tool-call markup or code.
+        echo_retries (int): Answers asked for again because they only repeated the
+            player's line (once a turn; a second echo is withheld).
         text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
         malformed_tool_calls (list): Text that looked like a tool call but was none.
     """
@@ -56,8 +59,17 @@ class LoopResult:
     cuts: list = field(default_factory=list)
     unspoken: list = field(default_factory=list)
     withheld: list = field(default_factory=list)
+    echo_retries: int = 0
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
+
+
+# Sent once, after an answer that only repeated the player's line (Qwen2.5-Coder-1.5B did
+# that to a fact stated with a greeting: "Hello Helper! I buried 40 gold coins...").
+ECHO_NUDGE = (
+    "You only repeated what {speaker} said. Reply to {speaker} in your own words: answer "
+    "the question, or say briefly that you will remember it."
+)
 
 
 def _not_run(call, why):
@@ -149,6 +161,12 @@ def run_react_loop(
         if thinking:
             thinking.watch(calling)
         answer = yield calling
+        if config.speaks and event and not result.echo_retries and _echoes(answer, event):
+            result.echo_retries += 1
+            nudge = {"role": "user", "content": ECHO_NUDGE.format(speaker=_speaker(event))}
+            answer = yield call_llm(
+                script, prompt.messages + [nudge], tools=schemas, purpose=purpose
+            )
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -173,6 +191,24 @@ def run_react_loop(
     return result
 
 
+def _speaker(event):
+    return event.get("speaker_name") or "the player"
+
+
+def _spoken_words(answer):
+    """Return what an answer would say: its text and its ``say`` messages."""
+    said = [answer.content or ""]
+    for call in answer.tool_calls if answer.ok else ():
+        if call["function"]["name"] == "say":
+            said.append(call["function"].get("arguments") or "")
+    return " ".join(said)
+
+
+def _echoes(answer, event):
+    """Tell whether ``answer`` would only repeat the player's line back to them."""
+    return answer.ok and is_echo(_spoken_words(answer), event.get("text"))
+
+
 def _speech(answer, config, event, result):
     """Return the text of ``answer`` to say in the room, or "" (noting why in ``result``).
 
@@ -188,8 +224,8 @@ def _speech(answer, config, event, result):
         return ""
     if any(call["function"]["name"] == "say" for call in answer.tool_calls):
         return ""
-    if looks_like_markup(text):
-        logger.log_warn(f"AI {config.context_type}: withheld an answer that looks like markup")
+    if looks_like_markup(text) or (result.echo_retries and is_echo(text, event.get("text"))):
+        logger.log_warn(f"AI {config.context_type}: withheld an answer (markup or an echo)")
         result.withheld.append(text)
         return ""
     return text

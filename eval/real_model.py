@@ -19,7 +19,6 @@ Usage::
 
 import argparse
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -168,6 +167,7 @@ class Run:
     text_tool_calls: int = 0
     malformed: list = field(default_factory=list)
     withheld: list = field(default_factory=list)
+    echo_retries: int = 0
     sleeps: int = 0
 
 
@@ -216,6 +216,7 @@ def note_tick(result, run):
         run.text_tool_calls += loop.text_tool_calls
         run.malformed += loop.malformed_tool_calls
         run.withheld += loop.withheld
+        run.echo_retries += loop.echo_retries
     memory = result.get("emergency") or result.get("memory") or {}
     extraction = memory.get("pre_compaction_extraction")
     if extraction and extraction.get("iterations"):
@@ -310,12 +311,6 @@ def is_right(reply, words):
     return any(word in reply.lower() for word in words)
 
 
-def is_echo(reply, line):
-    """Tell whether ``reply`` repeats most of the words of the ``line`` it answers."""
-    said = set(re.findall(r"\w+", line.lower()))
-    return bool(said) and len(said & set(re.findall(r"\w+", reply.lower()))) >= 0.8 * len(said)
-
-
 def fact_table(script, character, run):
     """Print each fact's places and whether its question was answered right."""
     places = play.fact_places(script, character, [f[0] for f in FACTS])
@@ -373,8 +368,13 @@ def report(assistant, run, elapsed):
         f"{run.text_tool_calls}); malformed: {len(run.malformed)}; withheld answers: "
         f"{len(run.withheld)}"
     )
+    from ai.utils.echo import is_echo
+
     echoes = [turn for turn in run.turns if not turn.fact and is_echo(turn.reply, turn.line)]
-    print(f"replies that repeated the player's line: {len(echoes)}/{len(run.turns) - asked}")
+    print(
+        f"replies that repeated the player's line: {len(echoes)}/{len(run.turns) - asked} "
+        f"(answers asked for again after an echo: {run.echo_retries})"
+    )
     print(f"lines the room heard: {len(run.heard)}; with markup: {len(bad_speech)}")
     for line in bad_speech:
         print(f"  !! {line[:70]}")

@@ -29,7 +29,8 @@ _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
 _COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
 # The replies compose_reply makes: acknowledgements and recollections, never commitments.
 _STOCK_REPLY = re.compile(
-    r"^(Understood, .+?\. I'll keep that in mind:|(You|.+?) told me:|From what I recall:"
+    r"^(Understood, .+?\. I'll (?:keep that in mind|remember that)|(You|.+?) told me:"
+    r"|From what I recall:"
     r"|I don't know that yet|Hello, )"
 )
 
@@ -118,7 +119,7 @@ def compose_reply(speaker, text, messages):
         return f"From what I recall: {fact}"
     if set(words(text)[:2]) & _GREETINGS:
         return f"Hello, {who}! How can I help?"
-    return f"Understood, {who}. I'll keep that in mind: {text}"
+    return f"Understood, {who}. I'll remember that."
 
 
 def is_commitment(text):

@@ -80,6 +80,40 @@ class TestConversationSpeaks(SpeakingTestCase):
         self.assertIn("Not said: that looks like code", str(self.script.conversation_history))
 
 
+class TestEchoGuard(SpeakingTestCase):
+    def test_a_reply_that_repeats_the_player_is_asked_for_again(self):
+        result = self.tick_on("My horse is called Thunder.", "What a fine name, Char!")
+        self.assertEqual(result["reply"], "What a fine name, Char!")
+        self.assertEqual(result["loop"].echo_retries, 1)
+        self.assertNotIn('Helper says, "My horse', self.heard_text())
+
+    def test_the_retry_tells_the_model_what_went_wrong(self):
+        with ScriptedLLM([("say", {"message": "My horse is called Thunder."})], "Lovely!") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.script.queue_event(
+                {"type": "speech", "speaker_name": "Char", "text": "My horse is called Thunder."}
+            )
+            result = self.tick()
+        self.assertEqual(len(llm.calls), 2)
+        self.assertIn("You only repeated what Char said", llm.calls[1][-1]["content"])
+        self.assertEqual(result["reply"], "Lovely!")
+        self.assertEqual(len(self.script.conversation_history), 2, "the echo was not kept")
+
+    def test_a_second_echo_is_withheld(self):
+        result = self.tick_on("My horse is called Thunder.", "Your horse is called Thunder.")
+        self.assertEqual(result["status"], "acted")
+        self.assertEqual(result["loop"].withheld, ["Your horse is called Thunder."])
+        self.assertNotIn("Thunder", self.heard_text())
+
+    def test_answers_and_short_lines_are_no_echo(self):
+        result = self.tick_on("Your horse is called Thunder.", text="What is my horse called?")
+        self.assertEqual(
+            (result["reply"], result["loop"].echo_retries), ("Your horse is called Thunder.", 0)
+        )
+        result = self.tick_on("Hello there!", text="Hello there!")
+        self.assertEqual(result["loop"].echo_retries, 0)
+
+
 class TestScratchWorkStaysQuiet(SpeakingTestCase):
     def extract(self, *steps):
         fill(self.script, FACTS[:3])

@@ -15,7 +15,8 @@ class TestFullTick(AssistantTestCase):
         self.assertEqual(result["status"], "replied")
         heard = " ".join(str(call.kwargs.get("text") or call.args) for call in char2_msg.mock_calls)
         self.assertIn("Helper says", heard)
-        self.assertIn("Dawnbringer", heard)
+        self.assertIn("Understood, Char.", heard)
+        self.assertNotIn("Dawnbringer", heard, "the player's line was repeated back")
         history = self.script.conversation_history
         self.assertEqual(history[0]["content"], 'Char says, "My sword is called Dawnbringer."')
         self.assertEqual(history[1]["role"], "assistant")
