@@ -5,12 +5,24 @@ import re
 _WORD = re.compile(r"\w+")
 # A line this short ("Hello there!") may well be answered with the same words.
 MIN_WORDS = 4
-SHARE = 0.8
+# An echo holds this share of the line's words at least...
+COVERED = 0.7
+# ...and adds this share of new words at most ("Bob runs the forge by the north gate."
+# for "I run the forge by the north gate.").
+NEW_AT_MOST = 0.3
 
 
 def is_echo(reply, line):
-    """Tell whether ``reply`` holds most of the words of ``line``, the line it answers."""
+    """Tell whether ``reply`` only repeats ``line``, the line it answers.
+
+    An answer to a question holds most of the question's words ("The password for the
+    cellar door is swordfish."), so for a question only the question asked back counts.
+    """
     said = set(_WORD.findall((line or "").lower()))
-    if len(said) < MIN_WORDS:
+    got = set(_WORD.findall((reply or "").lower()))
+    if len(said) < MIN_WORDS or not got:
         return False
-    return len(said & set(_WORD.findall((reply or "").lower()))) >= SHARE * len(said)
+    covered = len(said & got) / len(said)
+    if (line or "").strip().endswith("?"):
+        return (reply or "").strip().endswith("?") and covered >= 0.8
+    return covered >= COVERED and len(got - said) / len(got) <= NEW_AT_MOST
