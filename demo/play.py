@@ -37,7 +37,7 @@ RULE = "-" * 78
 PREVIEW_CHARS = 64
 
 # A small window, so that a short conversation needs compacting several times.
-MAX_CONTEXT_TOKENS = 3500
+MAX_CONTEXT_TOKENS = 2800
 PRESERVE_WINDOW = 5
 REQUIRED_COMPACTIONS = {"emergency": 2, "sleep": 2}
 
