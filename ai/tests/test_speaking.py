@@ -2,6 +2,7 @@
 
 from ai.helpers.journal import journal_entries
 from ai.sleep.extraction import run_pre_compaction_extraction, stated_facts
+from ai.tool_execution import run_react_loop
 
 from .support import AssistantTestCase, ScriptedLLM, record_messages, wait_for
 from .test_context_compaction import FACTS, fill
@@ -157,6 +158,16 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
         seen = [m for m in self.llm.calls[1] if m.get("tool_calls")]
         self.assertEqual(seen[0]["content"], "")
         self.assertEqual(seen[0]["tool_calls"][0]["function"]["name"], "add_journal_entry")
+
+    def test_no_context_but_conversation_speaks(self):
+        event = {"type": "speech", "speaker_name": "Char", "text": "How did the day go?"}
+        for context in ("reflection", "sleep_consolidate", "goal_decompose", "pre_compaction"):
+            with self.subTest(context=context), ScriptedLLM("I think the day went well.") as llm:
+                self.script.set_config("llm_model", llm.model)
+                result = wait_for(run_react_loop(self.script, self.assistant, context, event=event))
+                self.assertEqual(result.said, [])
+                self.assertEqual(result.unspoken, ["I think the day went well."])
+        self.assertEqual(self.heard, [])
 
     def test_what_counts_as_a_stated_fact(self):
         self.assertEqual(
