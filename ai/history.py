@@ -179,12 +179,14 @@ class ConversationHistory:
         validate_message(summary_message)
         first, last = compacted[0]["position"], compacted[-1]["position"]
         tokens = count_message_tokens(summary_message, self.model)
-        removed = sum(message["token_count"] for message in compacted)
         with transaction.atomic():
             rows = self.live_rows().filter(position__gte=first, position__lte=last)
-            live_ids = set(rows.select_for_update().values_list("id", flat=True))
-            if live_ids != {message["id"] for message in compacted}:
+            live = dict(rows.select_for_update().values_list("id", "token_count"))
+            if set(live) != {message["id"] for message in compacted}:
                 raise HistoryChanged("the messages to compact are no longer the live ones")
+            # The stored counts, not those read before the summary call: a model change
+            # meanwhile recounted them for the counter's new tokenizer.
+            removed = sum(live.values())
             summary = ConversationMessage.objects.create(
                 db_script_id=self.script.id,
                 position=first,

@@ -16,7 +16,7 @@ from ai.sleep.compaction import (
     compact_conversation_history,
     split_history,
 )
-from ai.utils.token_counter import count_message_tokens, count_tokens
+from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
@@ -327,6 +327,24 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertEqual(history[-1]["id"], late["id"])
         self.assertEqual(len(history), 1 + 4 + 1)
         self.assertEqual(self.script.history.totals()[1], 6)
+
+    def test_a_model_change_during_the_summary_call_leaves_the_counter_right(self):
+        fill(self.script)
+        with ScriptedLLM(0.3) as llm:
+            # The new model counts three times what the old one did.
+            set_calibration(llm.model, 3.0)
+            self.addCleanup(set_calibration, llm.model, 1.0)
+            self.script.set_config("compact_model", llm.model)
+            llm.steps = [0.3]
+            pending = compact_conversation_history(self.script, self.assistant, force=True)
+            reactor.iterate(0.05)
+            self.script.set_config("llm_model", llm.model)
+            self.script.append_message({"role": "user", "content": "Char says: a late line"})
+            result = wait_for(pending)
+            history = self.script.conversation_history
+            counted = sum(count_message_tokens(m, llm.model) for m in history)
+        self.assertTrue(result["success"])
+        self.assertEqual(self.script.history.totals(), (counted, len(history)))
 
     def test_a_failed_timed_out_or_empty_summary_changes_nothing(self):
         fill(self.script)
