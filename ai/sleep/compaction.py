@@ -38,6 +38,7 @@ ACCURACY_WARNING_AT = 3
 SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 # A transcript chunk is never made smaller than this, however small the window.
 MIN_CHUNK_TOKENS = 200
+EMPTY_SUMMARY = "the summary came back empty"
 
 
 def split_history(history, preserve_count, max_tokens):
@@ -125,8 +126,13 @@ def summarize(script, messages):
     reserve += count_tokens(SUMMARY_REQUEST, model)
     limit = max(summarizer_window(script) - reserve, MIN_CHUNK_TOKENS)
     summaries = []
-    for chunk in chunk_for_window(messages, limit, model):
+    chunks = chunk_for_window(messages, limit, model)
+    for chunk in chunks:
         summary, error = yield _summarize_once(script, chunk)
+        if error == EMPTY_SUMMARY and len(chunks) > 1:
+            # One chunk of tool traffic may hold nothing to keep: say what it was rather
+            # than fail the whole compaction over it.
+            summary, error = describe_mechanically(chunk), None
         if error:
             return None, error
         summaries.append(summary)
@@ -146,8 +152,17 @@ def _summarize_once(script, messages):
     if not answer.ok:
         return None, f"summary call failed ({answer.error_kind}): {answer.error}"
     if not answer.content.strip():
-        return None, "the summary came back empty"
+        return None, EMPTY_SUMMARY
     return answer.content.strip(), None
+
+
+def describe_mechanically(messages):
+    """Say what a run of messages held, for a chunk whose summary came back empty."""
+    tools = sorted(
+        {call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()}
+    )
+    used = f"; tools used: {', '.join(tools)}" if tools else ""
+    return f"({len(messages)} messages in which the summary found nothing to keep{used}.)"
 
 
 def is_summary(message):

@@ -444,6 +444,15 @@ class TestBeyondTheSeeds(CompactionTestCase):
             transcript = count_message_tokens(call[1], llm.model) - request
             self.assertLessEqual(transcript, MIN_CHUNK_TOKENS + 25)
 
+    def test_one_empty_chunk_is_described_and_the_compaction_goes_on(self):
+        fill(self.script, FACTS * 3)
+        with ScriptedLLM("", *["Short part summary."] * 20) as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.script.set_config("max_context_tokens", 800)  # the summarizer's window
+            result = self.compact()
+        self.assertTrue(result["success"], result)
+        self.assertIn("in which the summary found nothing to keep", llm.calls[-1][1]["content"])
+
     def test_a_message_too_large_for_the_summarizer_is_cut_for_the_call_and_kept_whole(self):
         huge = "Char says: " + " ".join(f"Crate {i} holds {i * 7} arrows." for i in range(400))
         self.script.append_message({"role": "user", "content": huge})
