@@ -55,6 +55,12 @@ class AssistantScript(DefaultScript):
         self.db.context_signals = {}
         self.db.pending_events = []
 
+    @property
+    def label(self):
+        """How logs name this assistant: its character's key and dbref."""
+        owner = self.obj or self
+        return f"{owner.key}({owner.dbref})"
+
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
@@ -96,7 +102,7 @@ class AssistantScript(DefaultScript):
         reported = self.ndb.reported_config_problems or set()
         for problem in problems:
             if problem not in reported:
-                logger.log_err(f"AI {self.key} on {self.obj}: {problem}")
+                logger.log_err(f"AI {self.label}: {problem}")
                 reported.add(problem)
         self.ndb.reported_config_problems = reported
         return config
@@ -131,7 +137,7 @@ class AssistantScript(DefaultScript):
         if len(events) > limit:
             dropped = events[: len(events) - limit]
             events = events[-limit:]
-            logger.log_warn(f"AI {self.key}: event queue full, dropped {len(dropped)} oldest")
+            logger.log_warn(f"AI {self.label}: event queue full, dropped {len(dropped)} oldest")
         self.db.pending_events = events
 
     def pop_event(self):
@@ -150,7 +156,7 @@ class AssistantScript(DefaultScript):
         self.db.operating_mode = "sleep"
         self.db.sleep_phase = SLEEP_PHASES[0]
         self.ndb.idle_ticks = 0
-        logger.log_info(f"AI {self.key} on {self.obj}: falls asleep ({reason})")
+        logger.log_info(f"AI {self.label}: falls asleep ({reason})")
         if self.obj and self.obj.location:
             self.obj.location.msg_contents(f"{self.obj.key} drifts off to sleep.")
 
@@ -161,7 +167,7 @@ class AssistantScript(DefaultScript):
         self.db.operating_mode = "awake"
         self.db.sleep_phase = None
         self.ndb.idle_ticks = 0
-        logger.log_info(f"AI {self.key} on {self.obj}: wakes up ({reason})")
+        logger.log_info(f"AI {self.label}: wakes up ({reason})")
         if self.obj and self.obj.location:
             self.obj.location.msg_contents(f"{self.obj.key} wakes up.")
 
@@ -176,7 +182,7 @@ class AssistantScript(DefaultScript):
         if self.ndb.tick_running:
             self.ndb.skipped_ticks = (self.ndb.skipped_ticks or 0) + 1
             logger.log_info(
-                f"AI {self.key}: tick skipped, previous still running "
+                f"AI {self.label}: tick skipped, previous still running "
                 f"({self.ndb.skipped_ticks} skipped)"
             )
             return None
@@ -187,7 +193,7 @@ class AssistantScript(DefaultScript):
         return ticking
 
     def _log_tick_failure(self, failure):
-        logger.log_trace(f"AI {self.key} on {self.obj}: tick failed: {failure.getErrorMessage()}")
+        logger.log_trace(f"AI {self.label}: tick failed: {failure.getErrorMessage()}")
         return {"status": "error", "error": failure.getErrorMessage()}
 
     def _end_tick(self, result):
@@ -242,7 +248,9 @@ class AssistantScript(DefaultScript):
             return None
         if is_stuck(self, "emergency"):
             return {"skipped": True, "reason": "still over the threshold, history unchanged"}
-        logger.log_warn(f"Emergency compaction triggered: {usage.usage:.0%} context usage")
+        logger.log_warn(
+            f"AI {self.label}: emergency compaction triggered at {usage.usage:.0%} context usage"
+        )
         extraction = yield run_pre_compaction_extraction(
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
         )
@@ -252,7 +260,7 @@ class AssistantScript(DefaultScript):
         record_outcome(self, "emergency", still_over)
         if still_over:
             logger.log_warn(
-                f"AI {self.key}: still at {after:.0%} after emergency "
+                f"AI {self.label}: still at {after:.0%} after emergency "
                 "compaction (the preserved messages alone are too large); going on"
             )
         return {

@@ -468,7 +468,7 @@ class CmdAiCompact(MuxCommand):
             caller.msg(f"{assistant.key}: {compaction_report(*results)}")
 
         def failed(failure):
-            logger.log_err(f"AI {script.key}: manual compaction failed: {failure.getTraceback()}")
+            logger.log_err(f"AI {script.label}: manual compaction failed: {failure.getTraceback()}")
             caller.msg(f"{assistant.key}: compaction failed: {failure.getErrorMessage()}")
 
         running = manual_compaction(script, assistant)

@@ -271,7 +271,7 @@ def call_llm(
         timeout = timeout or own_timeout or ai_setting("AI_LLM_TIMEOUT")
         kwargs = {**litellm_kwargs(options), **extra}
     except ConfigError as err:
-        logger.log_err(f"AI {script.key}: model call to {model} not made: {err}")
+        logger.log_err(f"AI {script.label}: model call to {model} not made: {err}")
         return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
     payload = [sendable(message) for message in messages]
@@ -293,17 +293,17 @@ def call_llm(
             result.attempts = attempt
             _calibrate(script, result)
             for piece in result.malformed_tool_calls:
-                logger.log_warn(f"AI {script.key}: ignored a tool call in the text: {piece}")
+                logger.log_warn(f"AI {script.label}: ignored a tool call in the text: {piece}")
             return result
         if kind not in RETRYABLE or attempt > retries:
             logger.log_err(
-                f"AI {script.key}: model call to {model} failed ({kind}) after "
+                f"AI {script.label}: model call to {model} failed ({kind}) after "
                 f"{attempt} attempt(s): {detail}"
             )
             return LLMResult(ok=False, error_kind=kind, error=detail, attempts=attempt, model=model)
         delay = ai_setting("AI_LLM_RETRY_DELAY") * 2 ** (attempt - 1)
         logger.log_warn(
-            f"AI {script.key}: model call to {model} failed ({kind}), retry {attempt} of "
+            f"AI {script.label}: model call to {model} failed ({kind}), retry {attempt} of "
             f"{retries} in {delay:g}s: {detail}"
         )
         yield deferLater(reactor, delay, lambda: None)
@@ -314,7 +314,7 @@ def _calibrate(script, result):
     try:
         observe(result.model, result.counted_prompt_tokens, result.usage.get("prompt_tokens"))
     except Exception:
-        logger.log_trace(f"AI {script.key}: token calibration of {result.model} failed")
+        logger.log_trace(f"AI {script.label}: token calibration of {result.model} failed")
 
 
 DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversation between \

@@ -35,7 +35,7 @@ class ThinkingEmote:
         try:
             self.character.location.msg_contents(text, from_obj=self.character)
         except Exception:
-            logger.log_trace(f"AI {self.character.key}: the thinking emote failed")
+            logger.log_trace(f"AI {self.character.key}({self.character.dbref}): the emote failed")
 
     @staticmethod
     def _cancel(result, timer):

@@ -173,7 +173,7 @@ def run_react_loop(
             break
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
-        speech = _speech(answer, config, event, result)
+        speech = _speech(script, answer, config, event, result)
         turn.record(_recorded(answer, config, speech))
         if speech:
             character.at_say(speech)
@@ -209,7 +209,7 @@ def _echoes(answer, event):
     return answer.ok and is_echo(_spoken_words(answer), event.get("text"))
 
 
-def _speech(answer, config, event, result):
+def _speech(script, answer, config, event, result):
     """Return the text of ``answer`` to say in the room, or "" (noting why in ``result``).
 
     Only contexts that talk to players speak, and only text: prose beside a ``say`` call is
@@ -225,7 +225,7 @@ def _speech(answer, config, event, result):
     if any(call["function"]["name"] == "say" for call in answer.tool_calls):
         return ""
     if looks_like_markup(text) or (result.echo_retries and is_echo(text, event.get("text"))):
-        logger.log_warn(f"AI {config.context_type}: withheld an answer (markup or an echo)")
+        logger.log_warn(f"AI {script.label}: withheld an answer (markup or an echo): {text[:60]}")
         result.withheld.append(text)
         return ""
     return text

@@ -49,7 +49,7 @@ def run_sleep_tick(script, character):
             compaction.get("error") or compaction.get("reason") or "the preserved part is too large"
         )
         logger.log_warn(
-            f"AI {script.key}: still over the sleep threshold after compaction ({why}); "
+            f"AI {script.label}: still over the sleep threshold after compaction ({why}); "
             "not retrying until the history changes"
         )
     return {"pre_compaction_extraction": extraction, "context_compaction": compaction}

@@ -31,7 +31,7 @@ from ..utils.token_counter import count_message_tokens, count_tokens, stored_tok
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
-# From this many successive compactions on, summaries of summaries lose accuracy.
+# From this many successive compactions on, summaries of summaries lose accuracy (said once).
 ACCURACY_WARNING_AT = 3
 # Room the summary call needs beside the transcript and its instructions: the answer
 # (about two tokens a word, to be safe), the transcript's header and message framing.
@@ -245,7 +245,7 @@ def compact_conversation_history(script, character, force=False, kind=None):
     finally:
         script.ndb.compacting = False
     if error:
-        logger.log_warn(f"AI {script.key}: {kind} compaction abandoned: {error}")
+        logger.log_warn(f"AI {script.label}: {kind} compaction abandoned: {error}")
         return {"success": False, "kind": kind, "error": error}
     return _replace(script, character, kind, summary, to_compact, before)
 
@@ -275,7 +275,7 @@ def _replace(script, character, kind, summary, to_compact, before):
             f"the summary ({summary_tokens} tokens) is not smaller than the "
             f"{compacted_tokens} tokens it would replace"
         )
-        logger.log_warn(f"AI {script.key}: {kind} compaction refused: {error}")
+        logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
     try:
         stored = script.history.replace_with_summary(to_compact, marker)
@@ -297,12 +297,12 @@ def _replace(script, character, kind, summary, to_compact, before):
     after = measure_context(script, character)
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
     logger.log_info(
-        f"Context compaction: {len(to_compact)} messages → summary, "
+        f"AI {script.label}: {kind} compaction, {len(to_compact)} messages → summary, "
         f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
     )
-    if successive >= ACCURACY_WARNING_AT:
+    if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction
         logger.log_warn(
-            f"AI {script.key}: {successive} successive compactions; summaries of summaries "
+            f"AI {script.label}: {successive} successive compactions; summaries of summaries "
             "lose accuracy: check the journal's synthesis entries"
         )
     result = {

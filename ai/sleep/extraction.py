@@ -92,7 +92,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
             context_config=context,
         )
     except Exception as err:
-        logger.log_trace(f"AI {script.key}: pre-compaction extraction failed")
+        logger.log_trace(f"AI {script.label}: pre-compaction extraction failed")
         return not_run(f"extraction failed: {err}")
     finally:
         set_extraction_signal(script, False)

@@ -30,11 +30,11 @@ def announce_compaction(script, character, result):
     try:
         log_channel().msg(text)
     except Exception:
-        logger.log_trace(f"AI {script.key}: could not post to the log channel")
+        logger.log_trace(f"AI {script.label}: could not post to the log channel")
     if script.get_config("compact_notify_room") and character.location:
         try:
             character.location.msg_contents(
                 f"{character.key} pauses and gathers their thoughts.", exclude=[character]
             )
         except Exception:
-            logger.log_trace(f"AI {script.key}: could not tell the room")
+            logger.log_trace(f"AI {script.label}: could not tell the room")

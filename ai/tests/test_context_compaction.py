@@ -546,6 +546,31 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertTrue(llm.calls[0][1]["content"].endswith("(end of the conversation)"))
 
 
+class TestLogs(CompactionTestCase):
+    def test_logs_name_the_assistant_and_warn_of_successive_compactions_once(self):
+        with patch("ai.sleep.compaction.logger") as logger:
+            for _ in range(5):
+                fill(self.script)
+                self.assertTrue(self.compact()["success"])
+        label = f"AI Helper({self.assistant.dbref}):"
+        lines = [call.args[0] for call in logger.log_info.mock_calls + logger.log_warn.mock_calls]
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertTrue(line.startswith(label), line)
+        warnings = [line for line in lines if "successive compactions" in line]
+        self.assertEqual(len(warnings), 1)
+
+    def test_the_emergency_log_names_the_assistant(self):
+        fill(self.script)
+        self.script.set_config("max_context_tokens", 600)
+        with patch("ai.assistant_script.logger") as logger:
+            self.tick()
+        self.assertIn(
+            f"AI Helper({self.assistant.dbref}): emergency compaction triggered",
+            logger.log_warn.mock_calls[0].args[0],
+        )
+
+
 class TestNotifications(CompactionTestCase):
     def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):
         from unittest.mock import patch as mock_patch

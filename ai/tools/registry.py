@@ -104,5 +104,5 @@ def execute_tool(tool_call, ctx):
     try:
         return tool.handler(ctx, **arguments)
     except Exception as err:
-        logger.log_trace(f"AI tool {name} failed")
+        logger.log_trace(f"AI {ctx.script.label}: tool {name} failed")
         return ToolResult(ok=False, content=f"Tool {name} failed: {err}")
