@@ -27,6 +27,7 @@ from .prompt_rendering import render_event
 from .sleep import run_sleep_tick
 from .sleep.compaction import compact_conversation_history, is_stuck, record_outcome
 from .sleep.extraction import run_pre_compaction_extraction, set_extraction_signal
+from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 
@@ -54,6 +55,7 @@ class AssistantScript(DefaultScript):
         self.db.last_compaction = None
         self.db.context_signals = {}
         self.db.pending_events = []
+        open_log_channel()
 
     @property
     def label(self):
@@ -71,6 +73,7 @@ class AssistantScript(DefaultScript):
         """
         set_extraction_signal(self, False)
         load_calibrations()
+        open_log_channel()
         preloading = threads.deferToThread(load_litellm)
         preloading.addErrback(
             lambda failure: logger.log_err(
@@ -249,7 +252,7 @@ class AssistantScript(DefaultScript):
         if is_stuck(self, "emergency"):
             return {"skipped": True, "reason": "still over the threshold, history unchanged"}
         logger.log_warn(
-            f"AI {self.label}: emergency compaction triggered at {usage.usage:.0%} context usage"
+            f"AI {self.label}: Emergency compaction triggered: {usage.usage:.0%} context usage"
         )
         extraction = yield run_pre_compaction_extraction(
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS

@@ -227,7 +227,7 @@ def message_table(messages):
 
 
 def summaries_of(script):
-    """Return the rows of every compaction summary of ``script`` (live or archived), oldest first."""
+    """Return every compaction summary row of ``script`` (live or archived), oldest first."""
     rows = ConversationMessage.objects.filter(db_script_id=script.id, role="system").order_by("id")
     return [row for row in rows if (row.metadata or {}).get("type") == "compaction"]
 

@@ -279,7 +279,8 @@ AI_SETTINGS = {
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
     "AI_LOG_CHANNEL": (
         "AIlog",
-        "Channel (created if missing, Builders listen) told of compactions",
+        "Channel told of compactions; created with the first assistant, Builders subscribed "
+        "at every server start",
     ),
     "AI_CONTEXT_OVERRIDES": ({}, "Server-wide changes to the context types (see docs/context.md)"),
 }

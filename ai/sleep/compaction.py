@@ -297,7 +297,7 @@ def _replace(script, character, kind, summary, to_compact, before):
     after = measure_context(script, character)
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
     logger.log_info(
-        f"AI {script.label}: {kind} compaction, {len(to_compact)} messages → summary, "
+        f"AI {script.label}: Context compaction: {len(to_compact)} messages → summary, "
         f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
     )
     if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction

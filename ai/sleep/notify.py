@@ -1,5 +1,6 @@
 """Telling builders (on a log channel) and, if wished, the room that compaction ran."""
 
+from evennia.accounts.models import AccountDB
 from evennia.comms.models import ChannelDB
 from evennia.utils import create, logger
 
@@ -15,6 +16,20 @@ def log_channel():
     if found:
         return found[0]
     return create.create_channel(name, locks=CHANNEL_LOCKS, desc="AI assistant events")
+
+
+def open_log_channel():
+    """Create the log channel if needed and subscribe every Builder who is not yet.
+
+    Run when an assistant is created and at every server start, so builders hear the
+    first compaction, not only those after someone subscribed by hand.
+    """
+    channel = log_channel()
+    for account in AccountDB.objects.all():
+        builder = account.is_superuser or account.check_permstring("Builder")
+        if builder and not channel.subscriptions.has(account):
+            channel.connect(account)
+    return channel
 
 
 def announce_compaction(script, character, result):

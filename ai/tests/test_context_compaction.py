@@ -180,7 +180,8 @@ class TestCompactConversationHistoryJournal(CompactionTestCase):
         self.assertEqual(len(ids), len(set(ids)), "two compactions in one second get distinct ids")
         self.assertRegex(
             log_info.call_args.args[0],
-            r"^Context compaction: 12 messages → summary, \d+→\d+ tokens \(\d+% reduction\)$",
+            r"^AI Helper\(#\d+\): Context compaction: 12 messages → summary, "
+            r"\d+→\d+ tokens \(\d+% reduction\)$",
         )
 
 
@@ -199,7 +200,7 @@ class TestEmergencyCompaction(CompactionTestCase):
             result = self.tick()
         self.assertRegex(
             log_warn.call_args_list[0].args[0],
-            r"^Emergency compaction triggered: \d+% context usage$",
+            r"^AI Helper\(#\d+\): Emergency compaction triggered: \d+% context usage$",
         )
         emergency = result["emergency"]
         self.assertTrue(emergency["pre_compaction_extraction"]["success"])
@@ -566,12 +567,22 @@ class TestLogs(CompactionTestCase):
         with patch("ai.assistant_script.logger") as logger:
             self.tick()
         self.assertIn(
-            f"AI Helper({self.assistant.dbref}): emergency compaction triggered",
+            f"AI Helper({self.assistant.dbref}): Emergency compaction triggered",
             logger.log_warn.mock_calls[0].args[0],
         )
 
 
 class TestNotifications(CompactionTestCase):
+    def test_the_log_channel_exists_from_the_start_with_the_builders_subscribed(self):
+        from evennia.comms.models import ChannelDB
+
+        channel = ChannelDB.objects.channel_search("AIlog", exact=True)[0]
+        self.assertTrue(channel.subscriptions.has(self.account), "a Builder hears it")
+        self.assertFalse(channel.subscriptions.has(self.account2), "a player does not")
+        self.account2.permissions.add("Builder")
+        self.script.at_server_start()
+        self.assertTrue(channel.subscriptions.has(self.account2), "new Builders join at start")
+
     def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):
         from unittest.mock import patch as mock_patch
 
