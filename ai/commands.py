@@ -417,7 +417,8 @@ def compaction_report(extraction, compaction):
     )
     facts = f"{extraction['facts_recorded']} facts journaled" + (f" ({note})" if note else "")
     if compaction.get("skipped"):
-        return f"{facts}; compaction skipped: {compaction['reason']}."
+        hint = f" ({compaction['hint']})" if compaction.get("hint") else ""
+        return f"{facts}; compaction skipped: {compaction['reason']}{hint}."
     if not compaction["success"]:
         return f"{facts}; compaction failed: {compaction['error']}."
     text = (
@@ -441,8 +442,9 @@ class CmdAiCompact(MuxCommand):
       aicompact [<assistant>]
 
     The assistant first journals the facts of its history, then replaces all but
-    its preserve window with one summary. You are told when it is done; the
-    replaced messages stay readable with aihistory/archived.
+    its last compact_preserve_window messages with one summary (an automatic
+    compaction also keeps 20% of the context window). You are told when it is
+    done; the replaced messages stay readable with aihistory/archived.
 
     Examples:
       aicompact helper

@@ -41,17 +41,17 @@ MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
 
 
-def split_history(history, preserve_count, max_tokens):
+def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKEN_SHARE):
     """Split history into ``(to_compact, to_preserve)``.
 
     The preserved tail is the larger of the last ``preserve_count`` messages and the most
-    recent messages within 20% of ``max_tokens``; its start then moves back to the start
+    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves back to the start
     of a whole unit, so a tool call stays with its results.
     """
     keep_by_tokens, used = 0, 0
     for message in reversed(history):
         used += message["token_count"]
-        if used > PRESERVE_TOKEN_SHARE * max_tokens:
+        if used > token_share * max_tokens:
             break
         keep_by_tokens += 1
     boundary = max(len(history) - max(preserve_count, keep_by_tokens), 0)
@@ -232,11 +232,19 @@ def compact_conversation_history(script, character, force=False, kind=None):
         return skipped(
             f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
         )
+    # A builder who asks for a compaction gets one: only the preserve window's messages are
+    # kept, not 20% of the window (all of a short history at the default 100,000 tokens).
+    share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
     to_compact, to_preserve = split_history(
-        history, config["compact_preserve_window"], before.max_tokens
+        history, config["compact_preserve_window"], before.max_tokens, share
     )
     if not to_compact:
-        return skipped("history within preserve window", token_usage=before.usage)
+        return skipped(
+            "history within preserve window",
+            token_usage=before.usage,
+            hint=f"the last {config['compact_preserve_window']} messages are kept; lower "
+            "compact_preserve_window to compact more",
+        )
     if script.ndb.compacting:
         return skipped("a compaction is already running")
     script.ndb.compacting = True

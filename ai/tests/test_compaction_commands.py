@@ -292,8 +292,17 @@ class TestAiCompact(CompactionCommandTestCase):
             "",
             "Helper starts compacting: journaling facts, then summarizing.|"
             "Helper: 0 facts journaled (fewer than 5 messages); "
-            "compaction skipped: history within preserve window.",
+            "compaction skipped: history within preserve window (the last 20 messages are "
+            "kept; lower compact_preserve_window to compact more).",
         )
+
+    def test_compacts_at_the_default_settings_keeping_only_the_preserve_window(self):
+        # 100,000 tokens: 20% of the window would keep all of this short history.
+        self.tell_facts(FACTS * 3)
+        self.assertEqual(self.script.get_config("max_context_tokens"), 100000)
+        result = self.compact()
+        self.assertTrue(result["success"], result)
+        self.assertEqual(result["preserved_messages"], 20)
 
     def test_reports_a_failed_summary(self):
         self.tell_facts(["Char says: Hello!"] * 4)
