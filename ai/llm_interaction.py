@@ -368,12 +368,11 @@ def generate_context_summary(script, messages_to_compact, model=None):
     Returns:
         Deferred: Fires with the :class:`LLMResult`; its ``content`` is the summary.
     """
+    request = summary_request(script)
     transcript = format_messages_for_compaction(messages_to_compact)
-    if not script.get_config("compact_prompt"):
-        transcript += "\n\n" + SUMMARY_REQUEST.format(max_words=SUMMARY_MAX_WORDS)
     payload = [
         {"role": "system", "content": compaction_prompt(script)},
-        {"role": "user", "content": transcript},
+        {"role": "user", "content": f"{transcript}\n\n{request}" if request else transcript},
     ]
     return call_llm(script, payload, model=model or summary_model(script), purpose="summary")
 
@@ -383,6 +382,13 @@ def compaction_prompt(script):
     return script.get_config("compact_prompt") or DEFAULT_COMPACTION_PROMPT.format(
         max_words=SUMMARY_MAX_WORDS
     )
+
+
+def summary_request(script):
+    """Return what follows the transcript: ``SUMMARY_REQUEST``, or "" with a ``compact_prompt``."""
+    if script.get_config("compact_prompt"):
+        return ""
+    return SUMMARY_REQUEST.format(max_words=SUMMARY_MAX_WORDS)
 
 
 def summary_model(script):

@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..utils.markers import SAVED_HEADER
 from . import summarizer
 from .text_tools import is_question, keywords, words
 
@@ -165,7 +166,7 @@ def journaled_contents(messages):
     """Return the contents journaled already: called for in the chat, or listed as saved."""
     contents = set()
     for message in messages:
-        listing = (message.get("content") or "").partition("again):")[2]
+        listing = (message.get("content") or "").partition(SAVED_HEADER)[2]
         contents.update(line[2:] for line in listing.splitlines() if line.startswith("- "))
         for call in message.get("tool_calls") or ():
             if call["function"]["name"] == "add_journal_entry":

@@ -19,11 +19,11 @@ from ..history import HistoryChanged
 from ..litellm_loader import model_input_window
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
-    SUMMARY_REQUEST,
     compaction_prompt,
     context_window,
     generate_context_summary,
     summary_model,
+    summary_request,
 )
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
@@ -45,8 +45,8 @@ def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKE
     """Split history into ``(to_compact, to_preserve)``.
 
     The preserved tail is the larger of the last ``preserve_count`` messages and the most
-    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves back to the start
-    of a whole unit, so a tool call stays with its results.
+    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves
+    back to the start of a whole unit, so a tool call stays with its results.
     """
     keep_by_tokens, used = 0, 0
     for message in reversed(history):
@@ -123,7 +123,7 @@ def summarize(script, messages):
     """
     model = summary_model(script)
     reserve = count_tokens(compaction_prompt(script), model) + SUMMARY_ANSWER_TOKENS
-    reserve += count_tokens(SUMMARY_REQUEST, model)
+    reserve += count_tokens(summary_request(script), model)
     limit = max(summarizer_window(script) - reserve, MIN_CHUNK_TOKENS)
     summaries = []
     chunks = chunk_for_window(messages, limit, model)

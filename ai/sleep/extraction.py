@@ -18,6 +18,7 @@ from ..helpers.journal import (
 )
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
+from ..utils.markers import SAVED_HEADER
 
 MIN_MESSAGES = 5
 # A line of a text answer is journaled when it reads as a statement of at least this many
@@ -30,7 +31,6 @@ _ABOUT_THE_TASK = re.compile(
 )
 # Facts journaled from this history are listed in the instruction, up to this many.
 MAX_LISTED_ENTRIES = 30
-SAVED_HEADER = "Already saved (do not save these again):"
 EXTRACTION_INSTRUCTION = (
     "Save the facts of the conversation above that are not saved yet: one add_journal_entry "
     "call per fact, naming who said it. Call noop when nothing is left."

@@ -80,6 +80,21 @@ class AssistantTestCase(WithAssistant, BaseEvenniaTest):
         """Run one tick through ``at_repeat`` and return its result dict."""
         return wait_for(self.script.at_repeat())
 
+    def hear(self, text, speaker=None):
+        """Queue ``text`` as said by ``speaker`` (Char by default), as the room would."""
+        speaker = speaker or self.char1
+        self.script.queue_event(
+            {"type": "speech", "speaker": speaker.dbref, "speaker_name": speaker.key, "text": text}
+        )
+
+    def tick_on(self, *steps, text):
+        """Hear ``text``, then run one tick on a scripted model (kept as ``self.llm``)."""
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear(text)
+            self.llm = llm
+            return self.tick()
+
 
 class ScriptedLLM:
     """A litellm custom provider for tests: each call plays the next scripted step.

@@ -196,17 +196,7 @@ class TestThinkingEmote(AssistantTestCase):
 
     def tick_with(self, *steps, delay):
         self.script.set_config("thinking_delay", delay)
-        with ScriptedLLM(*steps) as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.script.queue_event(
-                {
-                    "type": "speech",
-                    "speaker": self.char1.dbref,
-                    "speaker_name": "Char",
-                    "text": "hi",
-                }
-            )
-            return self.tick()
+        return self.tick_on(*steps, text="hi")
 
     def thinking_lines(self):
         return [line for line in self.heard if "deep in thought" in str(line)]

@@ -23,17 +23,7 @@ class SpeakingTestCase(AssistantTestCase):
         return "\n".join(str(line) for line in self.heard)
 
     def tick_on(self, *steps, text="My horse is called Thunder."):
-        with ScriptedLLM(*steps) as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.script.queue_event(
-                {
-                    "type": "speech",
-                    "speaker": self.char1.dbref,
-                    "speaker_name": "Char",
-                    "text": text,
-                }
-            )
-            return self.tick()
+        return super().tick_on(*steps, text=text)
 
 
 class TestConversationSpeaks(SpeakingTestCase):
@@ -89,12 +79,8 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertNotIn('Helper says, "My horse', self.heard_text())
 
     def test_the_retry_tells_the_model_what_went_wrong(self):
-        with ScriptedLLM([("say", {"message": "My horse is called Thunder."})], "Lovely!") as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.script.queue_event(
-                {"type": "speech", "speaker_name": "Char", "text": "My horse is called Thunder."}
-            )
-            result = self.tick()
+        result = self.tick_on([("say", {"message": "My horse is called Thunder."})], "Lovely!")
+        llm = self.llm
         self.assertEqual(len(llm.calls), 2)
         self.assertIn("You only repeated what Char said", llm.calls[1][-1]["content"])
         self.assertEqual(result["reply"], "Lovely!")

@@ -39,9 +39,7 @@ class TestCalibration(AssistantTestCase):
         with ScriptedLLM(*["Fine."] * lines, prompt_tokens=reporting(factor)) as llm:
             self.script.set_config("llm_model", llm.model)
             for number in range(lines):
-                self.script.queue_event(
-                    {"type": "speech", "speaker_name": "Char", "text": f"Line {number} of talk."}
-                )
+                self.hear(f"Line {number} of talk.")
                 self.tick()
         return llm
 
@@ -82,8 +80,5 @@ class TestCalibration(AssistantTestCase):
         self.assertFalse(TokenCalibration.objects.exists())
 
     def test_no_reported_usage_teaches_nothing(self):
-        with ScriptedLLM("Fine.") as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.script.queue_event({"type": "speech", "speaker_name": "Char", "text": "hi"})
-            self.tick()
+        self.tick_on("Fine.", text="hi")
         self.assertFalse(TokenCalibration.objects.exists())

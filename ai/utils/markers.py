@@ -8,3 +8,5 @@ SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 TRANSCRIPT_HEADER = "Conversation to summarize:"
 # The line that ends the transcript (a request to summarize may follow it).
 TRANSCRIPT_END = "(end of the conversation)"
+# The line of the extraction's instruction after which the facts already saved are listed.
+SAVED_HEADER = "Already saved (do not save these again):"
