@@ -7,7 +7,6 @@ from evennia.utils.ansi import strip_ansi
 
 from .assistant_script import AssistantScript
 
-SPEECH_TYPES = ("say", "whisper")
 CONTEXT_BUFFER_SIZE = 20
 
 
@@ -27,33 +26,40 @@ class AssistantCharacter(DefaultCharacter):
         return found[0] if found else None
 
     def hear(self, speaker, text, event_type="speech"):
-        """Queue what ``speaker`` said for the next tick."""
+        """Queue what ``speaker`` said (``speech``, ``talk``, ``whisper``, ``pose``) for a tick.
+
+        A whisper is private to its speaker (see ``ai.audience``).
+        """
         script = self.assistant_script
         if script is None or not text:
             return
-        script.queue_event(
-            {
-                "type": event_type,
-                "speaker": speaker.dbref if speaker else None,
-                "speaker_name": speaker.key if speaker else "Someone",
-                "text": text,
-            }
-        )
+        event = {
+            "type": event_type,
+            "speaker": speaker.dbref if speaker else None,
+            "speaker_name": speaker.key if speaker else "Someone",
+            "text": text,
+        }
+        if event_type == "whisper" and speaker:
+            event["audience"] = [speaker.dbref]
+        script.queue_event(event)
 
     def at_msg_receive(self, text=None, from_obj=None, **kwargs):
-        """Hear the room: speech by others becomes an event, everything else ambience."""
+        """Hear the room: speech, whispers and poses naming the assistant become events.
+
+        Everything else is ambience (the context buffer).
+        """
         message, options = text, {}
         if isinstance(text, tuple):
             message, options = text[0], (text[1] if len(text) > 1 else {}) or {}
         if message and from_obj is not self:
             line = strip_ansi(str(message))
-            if (
-                options.get("type") in SPEECH_TYPES
-                and from_obj is not None
-                and not isinstance(from_obj, AssistantCharacter)
-            ):
-                self.hear(from_obj, spoken_words(line))
-            elif options.get("type") != "look":  # its own look is no news of the room
+            kind = options.get("type")
+            by_player = from_obj is not None and not isinstance(from_obj, AssistantCharacter)
+            if by_player and kind in ("say", "whisper"):
+                self.hear(from_obj, spoken_words(line), "speech" if kind == "say" else kind)
+            elif by_player and kind == "pose" and self.key.lower() in line.lower():
+                self.hear(from_obj, posed_action(line, from_obj.key), "pose")
+            elif kind != "look":  # its own look is no news of the room
                 self.remember_ambience(line)
         return super().at_msg_receive(text=text, from_obj=from_obj, **kwargs)
 
@@ -70,3 +76,8 @@ def spoken_words(line):
     if 0 <= start < end:
         return line[start + 1 : end]
     return line
+
+
+def posed_action(line, name):
+    """Return a pose without its poser's name: ``Bob waves.`` -> ``waves.``."""
+    return line[len(name) :].strip() if line.startswith(name) else line

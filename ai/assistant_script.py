@@ -10,6 +10,7 @@ from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer, threads
 
+from .audience import event_audience, with_audience
 from .config import (
     CROSS_CHECKS,
     SCRIPT_CONFIG,
@@ -31,7 +32,7 @@ from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 
-COMMUNICATION_EVENTS = ("speech", "talk")
+COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
 EMERGENCY_EXTRACTION_ITERATIONS = 3
 
 MODES = ("awake", "sleep")
@@ -288,7 +289,10 @@ class AssistantScript(DefaultScript):
             {
                 "role": "user",
                 "content": render_event(event),
-                "metadata": {"event": event.get("type"), "speaker": event.get("speaker")},
+                "metadata": with_audience(
+                    {"event": event.get("type"), "speaker": event.get("speaker")},
+                    event_audience(event),
+                ),
             }
         )
         event = dict(event, in_history=True, message_id=stored["id"])

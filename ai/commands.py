@@ -17,11 +17,11 @@ from .helpers.journal import journal_entries
 from .history import row_to_message
 from .models import ConversationMessage
 from .prompt_contexts import CONTEXT_TICK_EVENT
-from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history, is_summary
+from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
-from .utils.message_format import tool_call_text
+from .utils.message_format import is_summary, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 PREVIEW_CHARS = 80

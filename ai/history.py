@@ -158,27 +158,30 @@ class ConversationHistory:
             )
             return [_columns_to_message(columns) for columns in cursor.fetchall()]
 
-    def replace_with_summary(self, compacted, summary_message):
-        """Archive ``compacted`` and put ``summary_message`` live in their place, atomically.
+    def replace_with_summaries(self, compacted, summaries):
+        """Archive ``compacted`` and put summaries live in their place, atomically.
 
-        Messages appended meanwhile are untouched: only the named rows change. The summary
-        takes the position of the first message it replaces.
+        Messages appended meanwhile are untouched: only the named rows change. The
+        summaries take the positions of the first messages they replace, in order, and
+        each replaced row links to the summary that stands for it.
 
         Args:
             compacted (list): A run of consecutive live messages read from this store
                 (with ``id``, ``position`` and ``token_count``), oldest first.
-            summary_message (dict): The message that replaces them.
+            summaries (list): ``(summary message, the messages of compacted it replaces)``
+                pairs, which together cover ``compacted``.
 
         Returns:
-            dict: The stored summary message.
+            list: The stored summary messages.
 
         Raises:
             HistoryChanged: if ``compacted`` is no longer exactly the live messages between
                 its first and last position; nothing changes.
         """
-        validate_message(summary_message)
+        for message, _ in summaries:
+            validate_message(message)
         first, last = compacted[0]["position"], compacted[-1]["position"]
-        tokens = count_message_tokens(summary_message, self.model)
+        counted = [count_message_tokens(message, self.model) for message, _ in summaries]
         with transaction.atomic():
             rows = self.live_rows().filter(position__gte=first, position__lte=last)
             live = dict(rows.select_for_update().values_list("id", "token_count"))
@@ -187,20 +190,25 @@ class ConversationHistory:
             # The stored counts, not those read before the summary call: a model change
             # meanwhile recounted them for the counter's new tokenizer.
             removed = sum(live.values())
-            summary = ConversationMessage.objects.create(
-                db_script_id=self.script.id,
-                position=first,
-                role=summary_message["role"],
-                content=summary_message.get("content"),
-                metadata=summary_message.get("metadata") or {},
-                token_count=tokens,
-            )
-            rows.exclude(pk=summary.pk).update(is_live=False, replaced_by=summary)
+            stored = []
+            for offset, ((message, replaced), tokens) in enumerate(zip(summaries, counted)):
+                summary = ConversationMessage.objects.create(
+                    db_script_id=self.script.id,
+                    position=first + offset,
+                    role=message["role"],
+                    content=message.get("content"),
+                    metadata=message.get("metadata") or {},
+                    token_count=tokens,
+                )
+                rows.filter(pk__in=[m["id"] for m in replaced]).update(
+                    is_live=False, replaced_by=summary
+                )
+                stored.append(summary)
             HistoryCounter.objects.filter(db_script_id=self.script.id).update(
-                live_tokens=F("live_tokens") - removed + tokens,
-                live_count=F("live_count") - len(compacted) + 1,
+                live_tokens=F("live_tokens") - removed + sum(counted),
+                live_count=F("live_count") - len(compacted) + len(stored),
             )
-        return row_to_message(summary)
+        return [row_to_message(summary) for summary in stored]
 
     def archived_by(self, summary_id):
         """Return the messages that the summary ``summary_id`` replaced, oldest first."""

@@ -17,8 +17,8 @@ from twisted.internet.task import deferLater
 from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
 from .token_calibration import needs_calibration, observe
-from .utils.markers import TRANSCRIPT_END, TRANSCRIPT_HEADER
-from .utils.message_format import sendable, tool_call_text
+from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
+from .utils.message_format import is_summary, sendable, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
 from .utils.tool_prompt import with_tools_described
@@ -341,22 +341,35 @@ SUMMARY_MAX_WORDS = 400
 
 
 def format_message_for_compaction(message):
-    """Return one history message as a transcript line that keeps who said what."""
+    """Return one history message as a transcript entry that keeps who said what.
+
+    An entry's first line starts at the margin with what the message is (a player's
+    quoted words, ``[you said]``, ``[tool result]``, or ``[CONTEXT SUMMARY]`` for a summary
+    the contrib wrote); every further line of it is indented, so nothing inside a message
+    can start an entry of its own.
+    """
     role, content = message["role"], (message.get("content") or "").strip()
     if role == "assistant" and message.get("tool_calls"):
         calls = "; ".join(tool_call_text(call) for call in message["tool_calls"])
-        return f"[you used tools] {calls}" + (f" and said: {content}" if content else "")
-    if role == "assistant":
-        return f"[you said] {content}"
-    if role == "tool":
-        return f"[tool result] {content}"
-    return content
+        entry = f"[you used tools] {calls}" + (f" and said: {content}" if content else "")
+    elif role == "assistant":
+        entry = f"[you said] {content}"
+    elif role == "tool":
+        entry = f"[tool result] {content}"
+    elif is_summary(message):
+        entry = f"{SUMMARY_MARKER}\n{content.removeprefix(SUMMARY_MARKER).strip()}"
+    elif role == "system":
+        entry = f"[note] {content}"
+    else:
+        entry = content
+    head, *rest = entry.splitlines() or [""]
+    return "\n".join([head, *(f"  {line.strip()}" for line in rest if line.strip())])
 
 
 def format_messages_for_compaction(messages):
     """Return the transcript that the summary call receives, ending with its end marker."""
-    lines = [format_message_for_compaction(message) for message in messages]
-    return "\n".join([TRANSCRIPT_HEADER, *(line for line in lines if line), TRANSCRIPT_END])
+    entries = [format_message_for_compaction(message) for message in messages]
+    return "\n".join([TRANSCRIPT_HEADER, *(entry for entry in entries if entry), TRANSCRIPT_END])
 
 
 def generate_context_summary(script, messages_to_compact, model=None):

@@ -132,19 +132,24 @@ def _shrink(parts, excess, model, cuts):
     for part in order:
         if excess <= 0:
             break
-        text_tokens = count_tokens(part["message"]["content"], model)
-        if text_tokens - excess > 20:
-            keep = text_tokens - excess
-            text = part["message"]["content"]
-            part["message"]["content"] = text[: max(1, len(text) * keep // text_tokens)] + (
-                TRUNCATION_MARK
-            )
-            how = "truncated"
-        else:
-            part["message"] = None
-            how = "dropped"
         before = part["tokens"]
-        part["tokens"] = count_message_tokens(part["message"], model) if part["message"] else 0
+        target = before - excess
+        text = part["message"]["content"]
+        # Cut by characters in proportion, again if that fell short (the characters a token
+        # stands for vary along a text); a part left with almost nothing is dropped.
+        for _ in range(3):
+            text_tokens = count_tokens(text, model)
+            keep = text_tokens - (part["tokens"] - target)
+            if keep <= 20:
+                break
+            text = text[: max(1, len(text) * keep // text_tokens)]
+            part["message"]["content"] = text + TRUNCATION_MARK
+            part["tokens"] = count_message_tokens(part["message"], model)
+            if part["tokens"] <= target:
+                break
+        how = "truncated"
+        if part["tokens"] > target:
+            part["message"], part["tokens"], how = None, 0, "dropped"
         excess -= before - part["tokens"]
         cuts.append({"component": part["key"], "how": how, "tokens": before - part["tokens"]})
     return excess
@@ -161,6 +166,7 @@ def assemble_prompt(
     tool_result=None,
     tools=None,
     memories=(),
+    audience=None,
 ):
     """Build the messages of one call of context type ``config`` within ``budget`` tokens.
 
@@ -175,12 +181,16 @@ def assemble_prompt(
         tool_result (str, optional): The previous tool's outcome.
         tools (list, optional): Tool schemas that will be sent with the call.
         memories (iterable): Recalled long-term facts.
+        audience (list, optional): Who hears the answer; what is kept for others is not
+            rendered (``history`` must already be filtered, see ``ai.audience``).
 
     Returns:
         AssembledPrompt: The messages and what was cut to fit.
     """
     live_ids = {message["id"] for message in history if "id" in message}
-    state = PromptState(script, character, config, event, tool_result, list(memories), live_ids)
+    state = PromptState(
+        script, character, config, event, tool_result, list(memories), live_ids, audience
+    )
     enabled = set(config.enabled_components)
     with_history = COMPONENT_CONVERSATION_HISTORY in enabled
     parts, cuts = [], []

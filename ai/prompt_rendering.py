@@ -4,7 +4,9 @@ from dataclasses import dataclass, field
 
 from evennia.utils.dbserialize import deserialize
 
+from .audience import may_hear
 from .helpers.journal import search_entries
+from .utils.message_format import one_line, quoted
 
 MAX_PROFILE_OBSERVATIONS = 5
 MAX_BUFFER_LINES = 10
@@ -23,6 +25,8 @@ class PromptState:
         tool_result (str): The previous tool's outcome, if any.
         memories (list): Recalled long-term facts, if any.
         live_ids (set): Ids of the history messages this call sends.
+        audience (list or None): Who hears what the model says (see ``ai.audience``);
+            journal entries and observations kept for others are not rendered.
     """
 
     script: object
@@ -32,6 +36,7 @@ class PromptState:
     tool_result: str | None = None
     memories: list = field(default_factory=list)
     live_ids: set = field(default_factory=set)
+    audience: list | None = None
 
     def fields(self):
         """Return the values that component templates may use as ``{placeholders}``."""
@@ -43,16 +48,22 @@ class PromptState:
         }
 
 
-def render_event(event):
-    """Return the history text of a queued event: ``<speaker> says, "<words>"``.
+# How each kind of event reads in history; the player's words follow as one quoted unit.
+EVENT_VERBS = {"whisper": "whispers to you", "pose": "emotes"}
 
-    The words are quoted: measured on a small local model, a quoted line was answered
-    where ``<speaker> says: <words>`` was echoed back.
+
+def render_event(event):
+    """Return the history text of a queued event, e.g. ``Bob says, "hi"``.
+
+    The words are one JSON-quoted unit: a line break, a quote or a ``[CONTEXT SUMMARY]``
+    inside them cannot make a line that looks like anything but Bob's words. (Measured on
+    a small local model, a quoted line was also answered where ``Bob says: hi`` was echoed.)
     """
-    speaker = event.get("speaker_name") or "Someone"
+    speaker = one_line(event.get("speaker_name")) or "Someone"
     if event.get("type") == "arrival":
         return f"{speaker} arrives."
-    return f'{speaker} says, "{event.get("text", "")}"'
+    verb = EVENT_VERBS.get(event.get("type"), "says")
+    return f"{speaker} {verb}, {quoted(event.get('text', ''))}"
 
 
 def present_characters(character):
@@ -82,8 +93,13 @@ def render_entity_context(state):
         profile = profiles.get(obj.dbref)
         if not profile:
             continue
-        observed = [o["text"] for o in profile.get("observations", [])][-MAX_PROFILE_OBSERVATIONS:]
-        lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(observed))
+        observed = [
+            one_line(o["text"])
+            for o in profile.get("observations", [])
+            if may_hear(o.get("audience"), state.audience)
+        ][-MAX_PROFILE_OBSERVATIONS:]
+        if observed:
+            lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(observed))
     return "What you know of those present:\n" + "\n".join(lines) if lines else ""
 
 
@@ -94,24 +110,29 @@ def render_semantic_memories(state):
     query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
     if query:
         entries = search_entries(
-            state.character, query, MAX_RECALLED_ENTRIES, exclude_sources=state.live_ids
+            state.character,
+            query,
+            MAX_RECALLED_ENTRIES,
+            exclude_sources=state.live_ids,
+            audience=state.audience,
         )
         recalled += [entry["content"] for entry in entries]
     if not recalled:
         return ""
-    return "Things you remember:\n" + "\n".join(f"- {memory}" for memory in recalled)
+    return "Things you remember:\n" + "\n".join(f"- {one_line(memory)}" for memory in recalled)
 
 
 def render_context_buffer(state):
+    # Quoted one unit a line: a player's pose must not read as a line of instructions.
     heard = list(state.character.ndb.context_buffer or [])[-MAX_BUFFER_LINES:]
-    return "Recently around you:\n" + "\n".join(heard) if heard else ""
+    return "Recently around you:\n" + "\n".join(quoted(line) for line in heard) if heard else ""
 
 
 def render_goals(state):
     goals = deserialize(state.character.db.goals) or []
     if not goals:
         return ""
-    return "Your goals:\n" + "\n".join(f"- {goal}" for goal in goals)
+    return "Your goals:\n" + "\n".join(f"- {one_line(goal)}" for goal in goals)
 
 
 def render_pending_event(state):
@@ -124,8 +145,7 @@ def render_pending_event(state):
         # The event is the last message already; an instruction after it made a small
         # local model repeat the player's line instead of answering it.
         return ""
-    speaker = event.get("speaker_name") or "Someone"
-    return f"Handle this now: {speaker} ({event.get('type')}) said \"{event.get('text', '')}\"."
+    return f"Handle this now: {render_event(event)}"
 
 
 def render_tool_result(state):

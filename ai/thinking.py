@@ -7,6 +7,8 @@ The emote is shown at most once per turn, and only when a call outlasts ``thinki
 from evennia.utils import logger
 from twisted.internet import reactor
 
+from .audience import listeners_of
+
 
 class ThinkingEmote:
     """Shows the assistant's ``thinking_emote`` once when one of its calls runs long.
@@ -14,10 +16,13 @@ class ThinkingEmote:
     Args:
         script (AssistantScript): The assistant's script (its ``thinking_*`` attributes).
         character (AssistantCharacter): The assistant, whose room sees the emote.
+        audience (list, optional): The dbrefs of a private turn's listeners, who alone see
+            it; the room by default.
     """
 
-    def __init__(self, script, character):
+    def __init__(self, script, character, audience=None):
         self.character = character
+        self.audience = audience
         self.emote = script.get_config("thinking_emote")
         self.delay = script.get_config("thinking_delay")
         self.shown = False
@@ -33,7 +38,11 @@ class ThinkingEmote:
         self.shown = True
         text = self.emote.replace("{name}", self.character.key)
         try:
-            self.character.location.msg_contents(text, from_obj=self.character)
+            if self.audience:
+                for listener in listeners_of(self.audience):
+                    listener.msg(text, from_obj=self.character)
+            else:
+                self.character.location.msg_contents(text, from_obj=self.character)
         except Exception:
             logger.log_trace(f"AI {self.character.key}({self.character.dbref}): the emote failed")
 

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from evennia.utils import logger
 from twisted.internet import defer
 
+from .audience import event_audience, visible_messages, with_audience
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_components import COMPONENT_CONVERSATION_HISTORY
 from .prompt_contexts import get_context_config, select_execution_pattern
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
+from .tools.communication import speak
 from .utils.echo import is_echo
 from .utils.text_tool_calls import looks_like_markup
 
@@ -80,24 +82,28 @@ class _Turn:
     """The messages of one loop: appended to history, or kept to the loop, per the context.
 
     A context that reads history but does not record into it (extraction) sees the live
-    history followed by its own messages.
+    history followed by its own messages. The loop sees only the messages its audience
+    may hear, and what it records is kept for that audience.
     """
 
-    def __init__(self, script, config):
+    def __init__(self, script, config, audience):
         self.script = script
+        self.audience = audience
         self.records_history = config.records_history
         self.reads_history = COMPONENT_CONVERSATION_HISTORY in config.enabled_components
         self.local = []
 
     def history(self):
         if self.records_history:
-            return self.script.conversation_history
+            return visible_messages(self.script.conversation_history, self.audience)
         live = self.script.conversation_history if self.reads_history else []
-        return live + self.local
+        return visible_messages(live, self.audience) + self.local
 
     def record(self, message):
         if message is None:
             return None
+        if self.audience:
+            message = {**message, "metadata": with_audience(message.get("metadata"), self.audience)}
         if self.records_history:
             return self.script.append_message(message)
         self.local.append(message)
@@ -115,6 +121,7 @@ def run_react_loop(
     source_message_ids=(),
     source_messages=(),
     context_config=None,
+    audience=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -131,6 +138,8 @@ def run_react_loop(
         source_messages (iterable): History messages journal entries may cite, by content.
         context_config (ContextConfig, optional): The configuration to run with, when the
             caller changed the one ``get_context_config`` gives for ``context_type``.
+        audience (list, optional): Who hears the turn (``ai.audience``); the event's
+            audience by default (a whisperer, or the room).
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -145,16 +154,32 @@ def run_react_loop(
     schemas = [tool.schema() for tool in tools] or None
     model = resolve_model(script)
     budget = config.token_budget or context_window(script)
+    audience = audience or event_audience(event)
     context = ToolContext(
-        script, character, context_type, event, list(source_message_ids), list(source_messages)
+        script,
+        character,
+        context_type,
+        event,
+        list(source_message_ids),
+        list(source_messages),
+        audience,
     )
-    turn = _Turn(script, config)
+    turn = _Turn(script, config, audience)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
-    thinking = ThinkingEmote(script, character) if config.speaks and event else None
+    thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     for iteration in range(1, pattern.max_iterations + 1):
         prompt = assemble_prompt(
-            script, character, config, model, budget, turn.history(), event, tool_result, schemas
+            script,
+            character,
+            config,
+            model,
+            budget,
+            turn.history(),
+            event,
+            tool_result,
+            schemas,
+            audience=audience,
         )
         purpose = "reply" if config.speaks else "task"
         calling = call_llm(script, prompt.messages, tools=schemas, purpose=purpose)
@@ -176,7 +201,7 @@ def run_react_loop(
         speech = _speech(script, answer, config, event, result)
         turn.record(_recorded(answer, config, speech))
         if speech:
-            character.at_say(speech)
+            speak(character, speech, audience)
             result.said.append(speech)
         if not answer.tool_calls:
             result.stop_reason = "no_tool_call"

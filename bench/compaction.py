@@ -55,8 +55,8 @@ def message(index):
         return {"role": "assistant", "content": f"({index}) Understood, Alice, I'll remember."}
     return {
         "role": "user",
-        "content": f"Alice says: ({index}) the lantern by the north gate flickered again "
-        "tonight and the guards still wonder who keeps stealing the oil.",
+        "content": f'Alice says, "({index}) the lantern by the north gate flickered again '
+        'tonight and the guards still wonder who keeps stealing the oil."',
     }
 
 

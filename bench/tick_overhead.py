@@ -31,8 +31,8 @@ def message(index):
     """Return the ``index``-th user message, a sentence of about twenty words."""
     return {
         "role": "user",
-        "content": f"Alice says: ({index}) the lantern by the north gate flickered again "
-        "tonight and the guards still wonder who keeps stealing the oil.",
+        "content": f'Alice says, "({index}) the lantern by the north gate flickered again '
+        'tonight and the guards still wonder who keeps stealing the oil."',
     }
 
 

@@ -2,13 +2,16 @@
 
 Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_type``,
 ``importance`` (1-10) and ``tags``, plus ``source_message_ids`` naming the history messages
-an entry came from. Each write is bounded in size.
+an entry came from and, for what was learned in private, ``audience`` (who may hear it; see
+``ai.audience``). Each write is bounded in size.
 """
 
 import re
 
 from django.utils import timezone
 from evennia.utils.dbserialize import deserialize
+
+from ..audience import may_hear
 
 MAX_ENTRY_CHARS = 2000
 _WORD = re.compile(r"\w+")
@@ -38,6 +41,7 @@ def add_entry(
     entry_id=None,
     source_message_ids=(),
     max_chars=MAX_ENTRY_CHARS,
+    audience=None,
 ):
     """Append one entry to the journal and return it.
 
@@ -51,6 +55,7 @@ def add_entry(
         source_message_ids (iterable): Ids of the history messages it came from.
         max_chars (int or None): The content's length limit; None for none (a compaction's
             synthesis is as long as its summary).
+        audience (list, optional): The dbrefs that may hear it; None for anyone.
 
     Raises:
         ValueError: for empty or oversized content or an importance out of range.
@@ -74,17 +79,28 @@ def add_entry(
         "tags": list(tags),
         "source_message_ids": list(source_message_ids),
     }
+    if audience:
+        entry["audience"] = sorted(audience)
     entries.append(entry)
     character.db.journal = journal
     return entry
 
 
-def find_same(character, content):
-    """Return the entry saying what ``content`` says (case, spacing, end stop aside), or None."""
+def find_same(character, content, audience=None):
+    """Return the entry ``audience`` may hear that says what ``content`` says, or None.
+
+    Case, spacing and the end stop aside.
+    """
     wanted = _normalized(content)
     return next(
-        (e for e in journal_entries(character) if _normalized(e["content"]) == wanted), None
+        (e for e in visible_entries(character, audience) if _normalized(e["content"]) == wanted),
+        None,
     )
+
+
+def visible_entries(character, audience):
+    """Return the journal's entries that ``audience`` may hear (oldest first)."""
+    return [e for e in journal_entries(character) if may_hear(e.get("audience"), audience)]
 
 
 def _normalized(text):
@@ -105,7 +121,7 @@ def _words(text):
     return {word for word in _WORD.findall(text.lower()) if len(word) >= _MIN_WORD}
 
 
-def search_entries(character, query=None, limit=5, exclude_sources=()):
+def search_entries(character, query=None, limit=5, exclude_sources=(), audience=None):
     """Return up to ``limit`` journal entries, best first.
 
     Args:
@@ -116,13 +132,15 @@ def search_entries(character, query=None, limit=5, exclude_sources=()):
         limit (int): How many entries at most.
         exclude_sources (iterable): History message ids; an entry drawn only from these
             (e.g. messages still in the live history) is left out.
+        audience (list, optional): Who will hear the answer; entries kept for others are
+            left out (None: the room, so only public entries).
 
     Returns:
         list: The entries.
     """
     excluded = set(exclude_sources)
     ranked = []
-    for position, entry in enumerate(journal_entries(character)):
+    for position, entry in enumerate(visible_entries(character, audience)):
         sources = set(entry.get("source_message_ids") or ())
         if sources and sources <= excluded:
             continue

@@ -1,8 +1,10 @@
 """How the offline engine answers a chat: deterministic replies and tool choices.
 
-The pending event arrives as the last user message, written as ``<speaker> says: <words>``
-(see ``ai.llm_interaction.render_event``). A question is answered from the best-matching
-earlier line of the conversation; a greeting is returned; anything else is acknowledged.
+The pending event arrives as the last user message, written as ``<speaker> says, "<words>"``
+with the words one JSON-quoted unit (see ``ai.prompt_rendering.render_event``). A question
+is answered from the best-matching earlier line of the conversation or of a summary; a
+greeting is returned; a pose is nodded to; anything else is acknowledged. A leading
+greeting ("Hello Helper! I buried...") does not hide the statement after it.
 When a speaking tool is offered, the reply goes through it. When journal tools are offered,
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
 a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
@@ -18,22 +20,18 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..utils.markers import SAVED_HEADER
+from ..utils.markers import SAVED_HEADER, SUMMARY_MARKER
+from ..utils.message_format import one_line
 from . import summarizer
+from .reading import event_verb, greets, is_fact, parse_event, statement
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
-_EVENT_LINE = re.compile(r"^(?P<speaker>.+?) (?:says|asks|tells you|whispers)[,:]\s*(?P<text>.*)$")
-_GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
+# A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
+_SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
-_COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
-# The replies compose_reply makes: acknowledgements and recollections, never commitments.
-_STOCK_REPLY = re.compile(
-    r"^(Understood, .+?\. I'll (?:keep that in mind|remember that)|(You|.+?) told me:"
-    r"|From what I recall:"
-    r"|I don't know that yet|Hello, )"
-)
+_GESTURES = {"waves", "bows", "greets", "smiles", "nods", "salutes", "hugs", "winks"}
 
 
 @dataclass
@@ -42,15 +40,6 @@ class Reply:
 
     content: str | None = None
     tool_calls: list = field(default_factory=list)
-
-
-def parse_event(content):
-    """Split an event line into ``(speaker, words)``; the speaker is None if unknown."""
-    first_line = (content or "").strip().splitlines()[0] if content else ""
-    match = _EVENT_LINE.match(first_line)
-    if not match:
-        return None, first_line
-    return match["speaker"].strip(), match["text"].strip().strip('"')
 
 
 def tool_names(tools):
@@ -73,7 +62,7 @@ def _earlier_lines(messages, role):
     """Yield ``(speaker, text)`` for the lines of ``role`` before the pending event.
 
     System lines (summaries, profiles) are read line by line; the first system message,
-    the instructions, is skipped.
+    the instructions, is skipped. A summary's ``Bob: ...`` line is Bob's.
     """
     for message in messages[:-1]:
         if message.get("role") != role:
@@ -81,8 +70,13 @@ def _earlier_lines(messages, role):
         if role == "user":
             yield parse_event(message.get("content"))
         elif message is not messages[0]:
-            for line in (message.get("content") or "").splitlines():
-                if line.strip():
+            content = message.get("content") or ""
+            summary = content.startswith(SUMMARY_MARKER)
+            for line in content.splitlines():
+                match = _SUMMARY_LINE.match(line.strip()) if summary else None
+                if match:
+                    yield match["speaker"], match["text"]
+                elif line.strip():
                     yield None, line.strip()
 
 
@@ -105,9 +99,11 @@ def best_recollection(question, messages):
     return None
 
 
-def compose_reply(speaker, text, messages):
+def compose_reply(speaker, text, messages, verb="says"):
     """Return the words the assistant says back to ``speaker``."""
     who = speaker or "friend"
+    if verb == "emotes":
+        return f"Hello, {who}!" if _GESTURES & set(words(text)) else f"Yes, {who}?"
     if is_question(text):
         found = best_recollection(text, messages)
         if found is None:
@@ -118,23 +114,11 @@ def compose_reply(speaker, text, messages):
         if source:
             return f"{source} told me: {fact}"
         return f"From what I recall: {fact}"
-    if set(words(text)[:2]) & _GREETINGS:
+    if is_fact(text):
+        return f"Understood, {who}. I'll remember that."
+    if greets(text):
         return f"Hello, {who}! How can I help?"
-    return f"Understood, {who}. I'll remember that."
-
-
-def is_commitment(text):
-    """Tell whether the assistant's own line commits it to something (not a stock reply)."""
-    if _STOCK_REPLY.match(text or ""):
-        return False
-    return bool(_COMMITTING & set(words(text))) and is_fact(text)
-
-
-def is_fact(text):
-    """Tell whether a line is a statement worth journaling (not a question or a greeting)."""
-    if is_question(text) or set(words(text)[:2]) & _GREETINGS:
-        return False
-    return len(keywords(text)) >= 3
+    return f"Understood, {who}."
 
 
 def fact_calls(speaker, text, names, salt):
@@ -146,7 +130,7 @@ def fact_calls(speaker, text, names, salt):
         tags = [speaker.lower()] if speaker else []
         tags += sorted(keywords(text) - {speaker.lower() if speaker else ""})[:3]
         entry = {
-            "content": f"{speaker or 'Someone'} said: {text}",
+            "content": f"{speaker or 'Someone'} said: {one_line(statement(text))}",
             "importance": importance,
             "tags": tags,
         }
@@ -154,10 +138,10 @@ def fact_calls(speaker, text, names, salt):
     if (
         "update_entity_observation" in names
         and speaker
-        and words(text)[:1]
-        and (words(text)[0] in _FIRST_PERSON)
+        and words(statement(text))[:1]
+        and (words(statement(text))[0] in _FIRST_PERSON)
     ):
-        observation = {"entity": speaker, "observation": text}
+        observation = {"entity": speaker, "observation": one_line(statement(text))}
         calls.append(make_tool_call("update_entity_observation", observation, salt))
     return calls
 
@@ -210,15 +194,17 @@ def respond(messages, tools=None):
     """
     names = tool_names(tools)
     if summarizer.is_summary_request(messages):
-        return Reply(content=summarizer.summarize(messages, parse_event, is_fact, is_commitment))
+        return Reply(content=summarizer.summarize(messages))
     if "add_journal_entry" in names and not any(n in names for n in SPEAK_TOOL_NAMES):
         return extract_next_fact(messages, names)
     last_user = _last_user_index(messages)
     if last_user is None:
         return Reply(content="I am here.")
     turn = messages[last_user + 1 :]
-    speaker, text = parse_event(messages[last_user].get("content"))
-    reply_text = compose_reply(speaker, text, messages[: last_user + 1])
+    event_line = messages[last_user].get("content")
+    speaker, text = parse_event(event_line)
+    verb = event_verb(event_line)
+    reply_text = compose_reply(speaker, text, messages[: last_user + 1], verb)
     speak_tool = next((name for name in SPEAK_TOOL_NAMES if name in names), None)
     if speak_tool is None:
         return Reply(content=reply_text)
@@ -228,7 +214,8 @@ def respond(messages, tools=None):
         for call in message.get("tool_calls") or ()
     )
     if not already_spoke:
-        calls = fact_calls(speaker, text, names, last_user) if is_fact(text) else []
+        facts = verb != "emotes" and is_fact(text)
+        calls = fact_calls(speaker, text, names, last_user) if facts else []
         calls.append(make_tool_call(speak_tool, {"message": reply_text}, last_user))
         return Reply(tool_calls=calls)
     if "noop" in names:

@@ -5,16 +5,21 @@ numbers, places, promises, decisions, open tasks), prefixed with the speaker, wh
 assistant itself promised or agreed to ("You said: ..."), and the lines of any earlier
 summary; it drops greetings, questions, the assistant's other replies and tool details. If
 the result is over the word limit, the least weighty lines go first.
+
+The transcript is read entry by entry (an entry starts at the margin; its further lines
+are indented): only an entry headed ``[CONTEXT SUMMARY]``, which the contrib writes, is
+an earlier summary, and a player's entry is their quoted words, whatever they contain.
 """
 
 import re
 
 from ..utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
+from ..utils.message_format import one_line
+from .reading import is_commitment, is_fact, parse_event, statement
 from .text_tools import words
 
 DEFAULT_WORD_LIMIT = 400
 _LIMIT = re.compile(r"at most (\d+) words")
-_SKIPPED_PREFIXES = ("[you used tools]", "[tool result]")
 _OWN_LINE = "[you said]"
 
 
@@ -36,26 +41,34 @@ def word_limit(messages):
     return DEFAULT_WORD_LIMIT
 
 
-def summary_lines(transcript, parse_event, is_fact, is_commitment):
+def transcript_entries(transcript):
+    """Return the transcript's entries as lists of lines (header and end marker left out)."""
+    entries = []
+    for line in transcript.partition(TRANSCRIPT_END)[0].splitlines()[1:]:
+        if line.startswith("  ") and entries:
+            entries[-1].append(line.strip())
+        elif line.strip():
+            entries.append([line.strip()])
+    return entries
+
+
+def summary_lines(transcript):
     """Return the fact lines of a transcript, in order, without duplicates."""
     kept, seen = [], set()
-    for raw in transcript.partition(TRANSCRIPT_END)[0].splitlines()[1:]:
-        line = raw.strip()
-        if not line or line == SUMMARY_MARKER or line.startswith(_SKIPPED_PREFIXES):
-            continue
-        if line.startswith(_OWN_LINE):
-            own = line.removeprefix(_OWN_LINE).strip()
-            if not is_commitment(own):
-                continue
-            line = f"You said: {own}"
-        speaker, text = parse_event(line)
-        if speaker is not None:
-            if not is_fact(text):
-                continue
-            line = f"{speaker}: {text}"
-        if line not in seen:
-            seen.add(line)
-            kept.append(line)
+    for head, *rest in transcript_entries(transcript):
+        if head == SUMMARY_MARKER:
+            lines = rest
+        elif head.startswith(_OWN_LINE):
+            own = " ".join([head.removeprefix(_OWN_LINE).strip(), *rest])
+            lines = [f"You said: {own}"] if is_commitment(own) else []
+        else:
+            speaker, text = parse_event(head)
+            fact = speaker is not None and is_fact(text)
+            lines = [f"{speaker}: {one_line(statement(text))}"] if fact else []
+        for line in lines:
+            if line not in seen:
+                seen.add(line)
+                kept.append(line)
     return kept
 
 
@@ -65,12 +78,12 @@ def weight(line):
     return (any(w.isdigit() for w in said), "promised" in said or "promise" in said, len(said))
 
 
-def summarize(messages, parse_event, is_fact, is_commitment):
+def summarize(messages):
     """Return the extractive summary of a compaction call's transcript."""
     transcript = next(
         m["content"] for m in messages if (m.get("content") or "").startswith(TRANSCRIPT_HEADER)
     )
-    lines = summary_lines(transcript, parse_event, is_fact, is_commitment)
+    lines = summary_lines(transcript)
     limit = word_limit(messages)
     while lines and sum(len(line.split()) for line in lines) > limit:
         lines.remove(min(lines, key=weight))

@@ -14,6 +14,11 @@ STOPWORDS = frozenset(
     again anything something ok okay yes oh well also still going get got let""".split()
 )
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+# Words that open a question even without its question mark ("Do you know the way").
+_QUESTION_WORDS = frozenset(
+    """what where who when how which why do does did can could would will is are was were
+    have has should shall may might""".split()
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -38,4 +43,4 @@ def is_question(text):
     if stripped.endswith("?"):
         return True
     first = words(stripped)[:1]
-    return bool(first) and first[0] in {"what", "where", "who", "when", "how", "which", "why"}
+    return bool(first) and first[0] in _QUESTION_WORDS

@@ -13,6 +13,7 @@ from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
+from ..audience import audience_groups, with_audience
 from ..context_usage import measure_context
 from ..helpers.journal import add_entry
 from ..history import HistoryChanged
@@ -27,6 +28,7 @@ from ..llm_interaction import (
 )
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
+from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
 from .notify import announce_compaction
 
@@ -138,7 +140,14 @@ def summarize(script, messages):
         summaries.append(summary)
     if len(summaries) == 1:
         return summaries[0], None
-    partial = [{"role": "system", "content": f"{SUMMARY_MARKER}\n{text}"} for text in summaries]
+    partial = [
+        {
+            "role": "system",
+            "content": f"{SUMMARY_MARKER}\n{text}",
+            "metadata": {"type": "compaction"},
+        }
+        for text in summaries
+    ]
     if len(chunk_for_window(partial, limit, model)) > 1:
         return "\n".join(summaries), None
     merged = yield _summarize_once(script, partial)
@@ -163,11 +172,6 @@ def describe_mechanically(messages):
     )
     used = f"; tools used: {', '.join(tools)}" if tools else ""
     return f"({len(messages)} messages in which the summary found nothing to keep{used}.)"
-
-
-def is_summary(message):
-    """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]``."""
-    return (message.get("metadata") or {}).get("type") == "compaction"
 
 
 def previous_successive_count(messages):
@@ -248,36 +252,57 @@ def compact_conversation_history(script, character, force=False, kind=None):
     if script.ndb.compacting:
         return skipped("a compaction is already running")
     script.ndb.compacting = True
+    summaries = []
     try:
-        summary, error = yield summarize(script, to_compact)
+        # Each audience's messages are summarized apart, so that a summary never tells
+        # the room what was whispered (see ai.audience).
+        for audience, members in audience_groups(to_compact):
+            summary, error = yield summarize(script, members)
+            if error:
+                logger.log_warn(f"AI {script.label}: {kind} compaction abandoned: {error}")
+                return {"success": False, "kind": kind, "error": error}
+            summaries.append((audience, members, summary))
     finally:
         script.ndb.compacting = False
-    if error:
-        logger.log_warn(f"AI {script.label}: {kind} compaction abandoned: {error}")
-        return {"success": False, "kind": kind, "error": error}
-    return _replace(script, character, kind, summary, to_compact, before)
+    return _replace(script, character, kind, summaries, to_compact, before)
 
 
-def _replace(script, character, kind, summary, to_compact, before):
-    """Store the summary in place of ``to_compact`` and archive it; return the result."""
-    model = script.history.model
-    compacted_tokens = sum(message["token_count"] for message in to_compact)
-    successive = previous_successive_count(to_compact) + 1
-    now = timezone.now()
+def summary_message(kind, audience, members, summary, model, now):
+    """Return the ``[CONTEXT SUMMARY]`` system message standing for ``members``."""
     marker = {
         "role": "system",
         "content": f"{SUMMARY_MARKER}\n{summary}",
-        "metadata": {
-            "type": "compaction",
-            "kind": kind,
-            "compacted_count": len(to_compact),
-            "compacted_at": now.isoformat(),
-            "original_token_count": compacted_tokens,
-            "successive_compactions": successive,
-        },
+        "metadata": with_audience(
+            {
+                "type": "compaction",
+                "kind": kind,
+                "compacted_count": len(members),
+                "compacted_at": now.isoformat(),
+                "original_token_count": sum(message["token_count"] for message in members),
+                "successive_compactions": previous_successive_count(members) + 1,
+            },
+            audience,
+        ),
     }
-    summary_tokens = count_message_tokens(marker, model)
-    marker["metadata"]["summary_token_count"] = summary_tokens
+    marker["metadata"]["summary_token_count"] = count_message_tokens(marker, model)
+    return marker
+
+
+def _replace(script, character, kind, summaries, to_compact, before):
+    """Store the summaries in place of ``to_compact`` and archive them; return the result.
+
+    Args:
+        summaries (list): ``(audience, messages, summary text)`` for each audience.
+    """
+    model = script.history.model
+    compacted_tokens = sum(message["token_count"] for message in to_compact)
+    now = timezone.now()
+    markers = [
+        (summary_message(kind, audience, members, summary, model, now), members)
+        for audience, members, summary in summaries
+    ]
+    summary_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
+    successive = max(marker["metadata"]["successive_compactions"] for marker, _ in markers)
     if summary_tokens >= compacted_tokens:
         error = (
             f"the summary ({summary_tokens} tokens) is not smaller than the "
@@ -286,21 +311,23 @@ def _replace(script, character, kind, summary, to_compact, before):
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
     try:
-        stored = script.history.replace_with_summary(to_compact, marker)
+        stored = script.history.replace_with_summaries(to_compact, markers)
     except HistoryChanged as err:
         return {"success": False, "kind": kind, "error": str(err)}
-    add_entry(
-        character,
-        f"{SYNTHESIS_MARKER}\n{summary}",
-        source_type="compaction",
-        importance=7,
-        tags=["compaction", "synthesis"],
-        entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
-        # The summary message; the messages it replaced link to it (``replaced_by``).
-        source_message_ids=[stored["id"]],
-        # As long as the summary: it already fitted the context it now stands in.
-        max_chars=None,
-    )
+    for (audience, _, summary), message in zip(summaries, stored):
+        add_entry(
+            character,
+            f"{SYNTHESIS_MARKER}\n{summary}",
+            source_type="compaction",
+            importance=7,
+            tags=["compaction", "synthesis"],
+            entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
+            # The summary message; the messages it replaced link to it (``replaced_by``).
+            source_message_ids=[message["id"]],
+            # As long as the summary: it already fitted the context it now stands in.
+            max_chars=None,
+            audience=audience,
+        )
     script.db.last_compaction = now.isoformat()
     after = measure_context(script, character)
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
@@ -325,7 +352,8 @@ def _replace(script, character, kind, summary, to_compact, before):
         "usage_before": before.usage,
         "usage_after": after.usage,
         "successive_compactions": successive,
-        "summary_id": stored["id"],
+        "summary_id": stored[0]["id"],
+        "summary_ids": [message["id"] for message in stored],
     }
     announce_compaction(script, character, result)
     return result

@@ -9,16 +9,19 @@ import re
 from evennia.utils import logger
 from twisted.internet import defer
 
+from ..audience import PUBLIC, audience_groups, visible_messages
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
     cited_messages,
     find_same,
     journal_entries,
+    visible_entries,
 )
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
 from ..utils.markers import SAVED_HEADER
+from ..utils.message_format import one_line
 
 MIN_MESSAGES = 5
 # A line of a text answer is journaled when it reads as a statement of at least this many
@@ -81,50 +84,68 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     entries_before = len(journal_entries(character))
     set_extraction_signal(script, True)
     script.ndb.extracting = True
+    loops = []
     try:
-        loop = yield run_react_loop(
-            script,
-            character,
-            CONTEXT_PRE_COMPACTION,
-            event={"type": "pre_compaction", "instruction": instruction(character, history)},
-            iteration_limit=limit,
-            source_messages=[m for m in history if m["role"] in ("user", "assistant", "system")],
-            context_config=context,
-        )
+        # One run per audience: what was whispered is extracted apart, and kept private.
+        for audience in audiences(history):
+            visible = visible_messages(history, audience)
+            loop = yield run_react_loop(
+                script,
+                character,
+                CONTEXT_PRE_COMPACTION,
+                event={
+                    "type": "pre_compaction",
+                    "instruction": instruction(character, visible, audience),
+                },
+                iteration_limit=limit,
+                source_messages=[
+                    m for m in visible if m["role"] in ("user", "assistant", "system")
+                ],
+                context_config=context,
+                audience=audience,
+            )
+            journal_stated_facts(character, loop.unspoken, visible, audience)
+            loops.append(loop)
     except Exception as err:
         logger.log_trace(f"AI {script.label}: pre-compaction extraction failed")
         return not_run(f"extraction failed: {err}")
     finally:
         set_extraction_signal(script, False)
         script.ndb.extracting = False
-    journal_stated_facts(character, loop.unspoken, history)
     facts = len(journal_entries(character)) - entries_before
     return {
-        "success": loop.stop_reason != "llm_error",
+        "success": all(loop.stop_reason != "llm_error" for loop in loops),
         "facts_recorded": facts,
-        "iterations": loop.iterations,
-        "stop_reason": loop.stop_reason,
-        "text_tool_calls": loop.text_tool_calls,
-        "malformed_tool_calls": loop.malformed_tool_calls,
-        "tools_called": loop.tools_called,
+        "iterations": sum(loop.iterations for loop in loops),
+        "stop_reason": loops[-1].stop_reason,
+        "text_tool_calls": sum(loop.text_tool_calls for loop in loops),
+        "malformed_tool_calls": [call for loop in loops for call in loop.malformed_tool_calls],
+        "tools_called": [name for loop in loops for name in loop.tools_called],
+        "audiences": len(loops),
     }
 
 
-def instruction(character, history):
+def audiences(history):
+    """Return the audiences to extract for: the room, then each private one in ``history``."""
+    return [PUBLIC] + [audience for audience, _ in audience_groups(history) if audience]
+
+
+def instruction(character, history, audience=PUBLIC):
     """Return the extraction's instruction, listing the facts already journaled from history.
 
     Its own calls stay out of the history, so a later extraction learns from this list
-    what an earlier one saved.
+    what an earlier one saved. Only entries ``audience`` may hear are listed, one a line.
     """
     live = {message["id"] for message in history}
     saved = [
         entry["content"]
-        for entry in journal_entries(character)
+        for entry in visible_entries(character, audience)
         if live & set(entry.get("source_message_ids") or ())
     ][-MAX_LISTED_ENTRIES:]
     if not saved:
         return EXTRACTION_INSTRUCTION
-    return "\n".join([EXTRACTION_INSTRUCTION, SAVED_HEADER, *(f"- {fact}" for fact in saved)])
+    listed = (f"- {one_line(fact)}" for fact in saved)
+    return "\n".join([EXTRACTION_INSTRUCTION, SAVED_HEADER, *listed])
 
 
 def stated_facts(text):
@@ -142,19 +163,21 @@ def stated_facts(text):
     return facts
 
 
-def journal_stated_facts(character, texts, history):
+def journal_stated_facts(character, texts, history, audience=PUBLIC):
     """Journal the facts a model wrote as text instead of calling ``add_journal_entry``.
 
     A model that answers the extraction in prose ("1. Bob runs the forge ...") still
-    stated facts worth keeping; each line becomes an entry citing the messages it came from.
+    stated facts worth keeping; each line becomes an entry citing the messages it came from,
+    kept for the ``audience`` of the run that stated it.
     """
     for text in texts:
         for fact in stated_facts(text):
-            if find_same(character, fact):
+            if find_same(character, fact, audience):
                 continue
             add_entry(
                 character,
                 fact,
                 source_type="pre_compaction",
                 source_message_ids=cited_messages(fact, history),
+                audience=audience,
             )

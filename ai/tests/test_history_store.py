@@ -16,7 +16,7 @@ MODEL = "offline/assistant"
 
 class TestHistoryStore(AssistantTestCase):
     def test_messages_come_back_in_order_in_the_seed_format(self):
-        self.script.append_message({"role": "user", "content": "Char says: one"})
+        self.script.append_message({"role": "user", "content": "Char says, \"one\""})
         self.script.append_message(TOOL_CALL_MESSAGE)
         self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "done"})
         history = self.script.conversation_history
@@ -25,12 +25,12 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(history[2]["tool_call_id"], "call_1")
         self.assertEqual(
             history[0]["token_count"],
-            count_message_tokens({"role": "user", "content": "Char says: one"}, MODEL),
+            count_message_tokens({"role": "user", "content": "Char says, \"one\""}, MODEL),
         )
 
     def test_metadata_comes_back_as_stored(self):
         self.script.append_message(
-            {"role": "user", "content": "Char says: hi", "metadata": {"speaker": "Char", "n": 2}}
+            {"role": "user", "content": "Char says, \"hi\"", "metadata": {"speaker": "Char", "n": 2}}
         )
         self.script.append_message({"role": "assistant", "content": "Hello."})
         first, second = self.script.conversation_history
@@ -38,7 +38,7 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(second["metadata"], {})
 
     def test_totals_follow_every_append(self):
-        messages = [{"role": "user", "content": f"Char says: line {i}"} for i in range(5)]
+        messages = [{"role": "user", "content": f"Char says, \"line {i}\""} for i in range(5)]
         for message in messages:
             self.script.append_message(message)
         tokens, count = self.script.history.totals()
@@ -74,12 +74,12 @@ class TestHistoryStore(AssistantTestCase):
     def test_append_and_check_cost_the_same_queries_at_any_length(self):
         store = self.script.history
         store.append(
-            {"role": "user", "content": "Char says: the first message creates the counter"}
+            {"role": "user", "content": "Char says, \"the first message creates the counter\""}
         )
 
         def queries_for_append_and_check():
             with CaptureQueriesContext(connection) as ctx:
-                store.append({"role": "user", "content": "Char says: hello"})
+                store.append({"role": "user", "content": "Char says, \"hello\""})
                 store.totals()
             return len(ctx.captured_queries)
 
@@ -117,7 +117,7 @@ class TestReplaceWithSummary(AssistantTestCase):
     def setUp(self):
         super().setUp()
         for index in range(6):
-            self.script.append_message({"role": "user", "content": f"Char says: hello {index}"})
+            self.script.append_message({"role": "user", "content": f"Char says, \"hello {index}\""})
         self.history = self.script.history
 
     def assert_unchanged(self, before):
@@ -127,7 +127,7 @@ class TestReplaceWithSummary(AssistantTestCase):
 
     def test_the_run_is_archived_and_the_totals_follow(self):
         before = self.history.messages()
-        summary = self.history.replace_with_summary(before[:4], self.SUMMARY)
+        (summary,) = self.history.replace_with_summaries(before[:4], [(self.SUMMARY, before[:4])])
         live = self.history.messages()
         self.assertEqual([m["id"] for m in live], [summary["id"]] + [m["id"] for m in before[4:]])
         self.assertEqual(
@@ -136,16 +136,30 @@ class TestReplaceWithSummary(AssistantTestCase):
         )
         self.assertEqual(self.history.archived_by(summary["id"]), before[:4])
 
+    def test_two_summaries_each_link_the_messages_they_replace(self):
+        before = self.history.messages()
+        odd, even = before[0:4:2], before[1:4:2]
+        first, second = self.history.replace_with_summaries(
+            before[:4], [(self.SUMMARY, odd), ({**self.SUMMARY, "content": "other"}, even)]
+        )
+        live = self.history.messages()
+        self.assertEqual([m["id"] for m in live[:2]], [first["id"], second["id"]])
+        self.assertEqual(self.history.archived_by(first["id"]), odd)
+        self.assertEqual(self.history.archived_by(second["id"]), even)
+        self.assertEqual(self.history.totals(), (sum(m["token_count"] for m in live), 4))
+
     def test_a_run_that_is_no_longer_live_is_refused_and_nothing_changes(self):
         before = self.history.messages()
         with self.subTest("a message is missing from the run"):
             with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
-                self.history.replace_with_summary([before[0], before[2]], self.SUMMARY)
+                self.history.replace_with_summaries(
+                    [before[0], before[2]], [(self.SUMMARY, [before[0], before[2]])]
+                )
             self.assert_unchanged(before)
         with self.subTest("part of the run was compacted meanwhile"):
             stale = self.history.messages()[:4]
-            self.history.replace_with_summary(stale[:2], self.SUMMARY)
+            self.history.replace_with_summaries(stale[:2], [(self.SUMMARY, stale[:2])])
             after_first = self.history.messages()
             with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
-                self.history.replace_with_summary(stale, self.SUMMARY)
+                self.history.replace_with_summaries(stale, [(self.SUMMARY, stale)])
             self.assertEqual(self.history.messages(), after_first)

@@ -43,6 +43,7 @@ class TestOfflineExtraction(ExtractionTestCase):
                 "facts_recorded": 3,
                 "iterations": 4,
                 "stop_reason": "noop",
+                "audiences": 1,
                 "text_tool_calls": 0,
                 "malformed_tool_calls": [],
                 "tools_called": ["add_journal_entry"] * 3 + ["noop"],

@@ -85,6 +85,8 @@ class ToolContext:
         source_message_ids (list): Ids of the history messages this turn is based on.
         source_messages (list): History messages a journal entry may come from; an entry
             then cites those it shares most words with.
+        audience (list, optional): Who hears this turn (``ai.audience``): ``say`` reaches
+            only them, and what the tools write is kept for them.
     """
 
     script: object
@@ -93,6 +95,7 @@ class ToolContext:
     event: dict | None = None
     source_message_ids: list = field(default_factory=list)
     source_messages: list = field(default_factory=list)
+    audience: list | None = None
 
     def sources_for(self, text):
         """Return the ids of the history messages that ``text``, which a tool writes, came from.

@@ -1,18 +1,34 @@
-"""Speaking: ``say`` makes the assistant talk in its room."""
+"""Speaking: ``say`` makes the assistant talk in its room, or whisper in a private turn."""
 
+from ..audience import listeners_of
 from ..utils.text_tool_calls import looks_like_markup
 from .base import Tool, ToolResult
 from .registry import register_tool
 
 
+def speak(character, message, audience=None):
+    """Say ``message`` to the room, or whisper it to ``audience`` (dbrefs) only.
+
+    Returns:
+        str: How it was said, for the tool result (``You said`` or ``You whispered to``).
+    """
+    if not audience:
+        character.at_say(message)
+        return "You said"
+    listeners = listeners_of(audience)
+    if listeners:
+        character.at_say(message, whisper=True, receivers=listeners)
+    return f"You whispered to {', '.join(obj.key for obj in listeners) or 'nobody'}"
+
+
 def say(ctx, message):
-    """Say ``message`` aloud in the character's location, unless it is markup or code."""
+    """Say ``message`` to the turn's audience, unless it is markup or code."""
     if looks_like_markup(message):
         return ToolResult(
             ok=False, content="Not said: that looks like code or markup. Say it in plain words."
         )
-    ctx.character.at_say(message)
-    return ToolResult(ok=True, content=f"You said: {message}", data={"message": message})
+    how = speak(ctx.character, message, ctx.audience)
+    return ToolResult(ok=True, content=f"{how}: {message}", data={"message": message})
 
 
 register_tool(

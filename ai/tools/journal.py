@@ -1,7 +1,9 @@
 """Journal tools: write and review journal entries, and note observations about entities.
 
 Entity profiles live in ``character.db.entity_profiles``, keyed by dbref:
-``{"name", "observations": [{"text", "timestamp", "source_message_ids"}], "updated"}``.
+``{"name", "observations": [{"text", "timestamp", "source_message_ids", "audience"}],
+"updated"}``. What a tool writes is kept for the turn's audience (``ai.audience``), and
+what it reads back is only what that audience may hear.
 """
 
 from django.utils import timezone
@@ -13,8 +15,8 @@ from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
     find_same,
-    journal_entries,
     search_entries,
+    visible_entries,
 )
 from .base import Tool, ToolResult
 from .registry import register_tool
@@ -25,7 +27,7 @@ MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
 def add_journal_entry(ctx, content, importance=5, tags=()):
     """Write a journal entry sourced from the turn's messages."""
     source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
-    same = find_same(ctx.character, content)
+    same = find_same(ctx.character, content, ctx.audience)
     if same:
         # Every extraction rereads the history it is given: keep one entry per fact.
         return ToolResult(ok=True, content=f"Already journaled as {same['id']}.")
@@ -37,6 +39,7 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
             importance=importance,
             tags=tags,
             source_message_ids=ctx.sources_for(content),
+            audience=ctx.audience,
         )
     except ValueError as err:
         return ToolResult(ok=False, content=f"Not journaled: {err}")
@@ -47,9 +50,9 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
 
 def review_journal(ctx, query=None, limit=5):
     """List the most recent journal entries, newest first, optionally matching ``query``."""
-    if not journal_entries(ctx.character):
+    if not visible_entries(ctx.character, ctx.audience):
         return ToolResult(ok=True, content="The journal is empty.", data={"entries": []})
-    found = search_entries(ctx.character, query, limit)
+    found = search_entries(ctx.character, query, limit, audience=ctx.audience)
     if not found:
         return ToolResult(ok=True, content=f"No entries match {query!r}.", data={"entries": []})
     lines = [f"[{e['id']}] (importance {e['importance']}) {e['content']}" for e in found]
@@ -89,9 +92,14 @@ def update_entity_observation(ctx, entity, observation):
     now = timezone.now().isoformat()
     profiles = deserialize(ctx.character.db.entity_profiles) or {}
     profile = profiles.get(target.dbref) or {"observations": []}
-    observations = profile["observations"] + [
-        {"text": observation, "timestamp": now, "source_message_ids": ctx.sources_for(observation)}
-    ]
+    noted = {
+        "text": observation,
+        "timestamp": now,
+        "source_message_ids": ctx.sources_for(observation),
+    }
+    if ctx.audience:
+        noted["audience"] = sorted(ctx.audience)
+    observations = profile["observations"] + [noted]
     profile.update(name=target.key, observations=observations[-MAX_OBSERVATIONS:], updated=now)
     profiles[target.dbref] = profile
     ctx.character.db.entity_profiles = profiles

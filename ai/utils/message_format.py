@@ -2,7 +2,13 @@
 
 A message is refused here, with an error naming the field, rather than discovered by a
 crash in a later tick or an API error when history is sent back to the model.
+
+What players write reaches prompts only through :func:`quoted` (one JSON string: its line
+breaks, quotes and markers stay inside it) or :func:`one_line`, so no player can start a
+line of a prompt that looks like a summary, a role or an instruction.
 """
+
+import json
 
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -65,6 +71,11 @@ def validate_message(message):
         raise MessageValidationError("'name' must be a string")
 
 
+def is_summary(message):
+    """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]`` (the contrib's own)."""
+    return (message.get("metadata") or {}).get("type") == "compaction"
+
+
 def tool_call_text(call):
     """Return one tool call as ``name(arguments)``, for transcripts and builders."""
     return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
@@ -80,3 +91,22 @@ def sendable(message):
     if sent.get("tool_calls") and "content" not in sent:
         sent["content"] = ""
     return sent
+
+
+def quoted(text):
+    """Return ``text`` as one double-quoted unit, line breaks and quotes escaped (JSON)."""
+    return json.dumps(str(text or ""), ensure_ascii=False)
+
+
+def unquoted(text):
+    """Return the words of a :func:`quoted` unit, or None if ``text`` is not one."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def one_line(text):
+    """Return ``text`` on one line: its line breaks shown as `` / ``."""
+    return " / ".join(part.strip() for part in str(text or "").splitlines() if part.strip())

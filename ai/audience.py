@@ -1,0 +1,79 @@
+"""Who may hear what: the audience of events, messages, journal entries and observations.
+
+An audience is ``None`` for the whole room (public) or a list of dbrefs (private: what was
+whispered to the assistant, and everything it wrote while answering, may reach only the
+whisperer). A turn has the audience of the event it handles; everything it shows the
+model is filtered to what that audience may hear, and everything it writes (history
+messages, journal entries, entity observations, summaries) carries that audience. The
+model cannot disclose what it is never shown.
+"""
+
+from evennia.utils.search import search_object
+
+PUBLIC = None
+
+
+def event_audience(event):
+    """Return the audience of an event: its whisperer for a whisper, else public."""
+    event = event or {}
+    audience = event.get("audience")
+    if audience:
+        return sorted(audience)
+    if event.get("type") == "whisper" and event.get("speaker"):
+        return [event["speaker"]]
+    return PUBLIC
+
+
+def message_audience(message):
+    """Return the audience a history message is kept for (``None``: public)."""
+    return (message.get("metadata") or {}).get("audience") or PUBLIC
+
+
+def may_hear(item_audience, listeners):
+    """Tell whether everyone in ``listeners`` may hear an item kept for ``item_audience``.
+
+    Args:
+        item_audience (list or None): Whom the item is for (``None``: anyone).
+        listeners (list or None): Who will hear what the model says (``None``: the room).
+    """
+    if not item_audience:
+        return True
+    return bool(listeners) and set(listeners) <= set(item_audience)
+
+
+def visible_messages(messages, listeners):
+    """Return the messages ``listeners`` may hear, in order."""
+    return [m for m in messages if may_hear(message_audience(m), listeners)]
+
+
+def with_audience(metadata, audience):
+    """Return ``metadata`` (a dict or None) marked with ``audience`` when it is private."""
+    metadata = dict(metadata or {})
+    if audience:
+        metadata["audience"] = sorted(audience)
+    return metadata
+
+
+def audience_groups(messages):
+    """Split messages by audience: ``[(audience, messages), ...]``, the public group first.
+
+    A tool call and its results share the audience of the turn that made them, so each
+    group keeps whole units.
+    """
+    groups = {}
+    for message in messages:
+        audience = message_audience(message)
+        groups.setdefault(tuple(audience) if audience else (), []).append(message)
+    ordered = sorted(groups.items(), key=lambda item: item[0])
+    return [(list(key) or PUBLIC, members) for key, members in ordered]
+
+
+def listeners_of(audience):
+    """Return the objects a private audience's dbrefs name (those that still exist)."""
+    found = (search_object(ref) for ref in audience or ())
+    return [objects[0] for objects in found if objects]
+
+
+def describe_audience(audience):
+    """Return how builders see an audience: ``public`` or ``private to #6, #7``."""
+    return f"private to {', '.join(audience)}" if audience else "public"

@@ -1,0 +1,69 @@
+"""How the offline engine reads lines: events, statements of fact, and commitments.
+
+An event line is the contrib's own format, ``<speaker> says, "<words>"``, the words one
+JSON-quoted unit (see ``ai.prompt_rendering.render_event``); anything else has no speaker.
+"""
+
+import re
+
+from ..utils.message_format import unquoted
+from .text_tools import is_question, keywords, sentences, words
+
+_EVENT_LINE = re.compile(
+    r"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes), (?P<text>\".*\")$"
+)
+_GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
+_COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
+# The replies the responder makes: acknowledgements and recollections, never commitments.
+_STOCK_REPLY = re.compile(
+    r"^(Understood, .+?\. I'll (?:keep that in mind|remember that)|(You|.+?) told me:"
+    r"|From what I recall:"
+    r"|I don't know that yet|Hello, )"
+)
+
+
+def parse_event(content):
+    """Split an event line into ``(speaker, words)``; the speaker is None if it is none.
+
+    Only the whole line in the contrib's format counts: the words are one quoted unit.
+    """
+    content = (content or "").strip()
+    match = _EVENT_LINE.match(content)
+    text = unquoted(match["text"]) if match else None
+    if text is None:
+        return None, content
+    return match["speaker"].strip(), text.strip()
+
+
+def event_verb(content):
+    """Return how an event line was said: ``says``, ``whispers to you`` or ``emotes``."""
+    match = _EVENT_LINE.match((content or "").strip())
+    return match["verb"] if match else None
+
+
+def is_commitment(text):
+    """Tell whether the assistant's own line commits it to something (not a stock reply)."""
+    if _STOCK_REPLY.match(text or ""):
+        return False
+    return bool(_COMMITTING & set(words(text))) and is_fact(text)
+
+
+def greets(text):
+    """Tell whether a sentence opens with a greeting ("Hello Helper!")."""
+    return bool(set(words(text)[:2]) & _GREETINGS)
+
+
+def statement(text):
+    """Return ``text`` without the greetings that open it ("Hello Helper! I buried...")."""
+    parts = sentences(text)
+    while len(parts) > 1 and greets(parts[0]) and len(words(parts[0])) <= 3:
+        parts.pop(0)
+    return " ".join(parts)
+
+
+def is_fact(text):
+    """Tell whether a line states something worth journaling (not a question or a greeting)."""
+    said = statement(text)
+    if is_question(said) or greets(said):
+        return False
+    return len(keywords(said)) >= 3
