@@ -52,7 +52,8 @@ class AssistantCharacter(DefaultCharacter):
         if isinstance(text, tuple):
             message, options = text[0], (text[1] if len(text) > 1 else {}) or {}
         if message and from_obj is not self:
-            line = strip_ansi(str(message))
+            # Evennia's |/ becomes \r\n: one line break, as players meant it.
+            line = strip_ansi(str(message)).replace("\r\n", "\n")
             kind = options.get("type")
             by_player = from_obj is not None and not isinstance(from_obj, AssistantCharacter)
             if by_player and kind in ("say", "whisper"):

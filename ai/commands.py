@@ -8,10 +8,12 @@ from ast import literal_eval
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import evmore, logger
+from evennia.utils.dbserialize import deserialize
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
+from .audience import with_audience
 from .config import SCRIPT_CONFIG, ConfigError
 from .helpers.journal import journal_entries
 from .history import row_to_message
@@ -529,17 +531,21 @@ class CmdAiConfirm(MuxCommand):
                 f"{assistant.key} has no waiting call {number!r}; see aiconfirm {assistant.key}."
             )
             return
-        call = waiting.pop(int(number) - 1)
+        call = deserialize(waiting.pop(int(number) - 1))
+        audience = call.pop("audience", None)
         script.db.awaiting_confirmation = waiting
         text = tool_call_text(call)
         if "discard" in self.switches:
             note = f"{caller.key} did not allow your call {text}; it was not run."
             caller.msg(f"Discarded {text}; {assistant.key} is told.")
         else:
-            outcome = execute_tool(call, ToolContext(script, assistant, CONTEXT_TICK_EVENT))
+            context = ToolContext(script, assistant, CONTEXT_TICK_EVENT, audience=audience)
+            outcome = execute_tool(call, context)
             note = f"{caller.key} allowed your call {text}; it returned: {outcome.content}"
             caller.msg(f"Ran {text} for {assistant.key}: {outcome.content}")
-        script.append_message({"role": "user", "content": note})
+        script.append_message(
+            {"role": "user", "content": note, "metadata": with_audience({}, audience)}
+        )
 
 
 class AssistantCmdSet(CmdSet):

@@ -285,7 +285,10 @@ def _run_calls(calls, allowed, pattern, context, turn, result):
         if tool.is_dangerous and pattern.dangerous_requires_confirm:
             turn.record(_not_run(call, f"{name} is dangerous and awaits a builder's confirmation"))
             awaiting = list(context.script.db.awaiting_confirmation or [])
-            context.script.db.awaiting_confirmation = awaiting + [call]
+            # The turn's audience goes with it: the call runs, later, for them alone.
+            context.script.db.awaiting_confirmation = awaiting + [
+                {**call, "audience": context.audience}
+            ]
             stop = "awaiting_confirmation"
             continue
         outcome = execute_tool(call, context)

@@ -19,7 +19,7 @@ _QUESTION_WORDS = frozenset(
     """what where who when how which why do does did can could would will is are was were
     have has should shall may might""".split()
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
 
 
 def words(text):

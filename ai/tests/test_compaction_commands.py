@@ -12,12 +12,12 @@ from ai.sleep.compaction import compact_conversation_history
 from .support import AssistantCommandTestCase, make_assistant, wait_for
 
 FACTS = [
-    "Char says, \"I buried 40 gold coins under the old oak in Mirkwood.\"",
-    "Char says, \"My sister Elena works as a blacksmith in Riverdale village.\"",
-    "Char says, \"The northern bridge collapsed during last winter's storm.\"",
-    "Char says, \"Captain Harlow keeps the harbour keys inside his blue coat.\"",
-    "Char says, \"The library closes early every Thursday for cleaning.\"",
-    "Char says, \"Wild boars roam the eastern forest after sunset.\"",
+    'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
+    'Char says, "My sister Elena works as a blacksmith in Riverdale village."',
+    'Char says, "The northern bridge collapsed during last winter\'s storm."',
+    'Char says, "Captain Harlow keeps the harbour keys inside his blue coat."',
+    'Char says, "The library closes early every Thursday for cleaning."',
+    'Char says, "Wild boars roam the eastern forest after sunset."',
 ]
 
 
@@ -266,7 +266,7 @@ class TestAiCompact(CompactionCommandTestCase):
         self.tell_facts()
         # Extraction needs the history in its prompt: a window that holds it, whose 20%
         # (the preserve window) holds only the small talk that followed the facts.
-        self.tell_facts(["Char says, \"Nice weather today, is it not?\""] * 15)
+        self.tell_facts(['Char says, "Nice weather today, is it not?"'] * 15)
         self.script.set_config("compact_preserve_window", 2)
         self.script.set_config("max_context_tokens", 2000)
         report = self.run_compact()
@@ -305,7 +305,7 @@ class TestAiCompact(CompactionCommandTestCase):
         self.assertEqual(result["preserved_messages"], 20)
 
     def test_reports_a_failed_summary(self):
-        self.tell_facts(["Char says, \"Hello!\""] * 4)
+        self.tell_facts(['Char says, "Hello!"'] * 4)
         self.make_compactable()
         self.script.set_config("pre_compact_extraction_enabled", False)
         report = self.run_compact()

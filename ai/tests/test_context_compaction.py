@@ -21,14 +21,14 @@ from ai.utils.token_counter import count_message_tokens, count_tokens, set_calib
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
 FACTS = [
-    "Char says, \"I buried 40 gold coins under the old oak in Mirkwood.\"",
-    "Char2 says, \"The password for the cellar door is swordfish.\"",
-    "Char says, \"I promised Char2 to deliver 12 iron ingots on Friday.\"",
-    "Char2 says, \"My horse is called Thunder and she is seven years old.\"",
-    "Char says, \"The blacksmith Gorm lives by the north gate of Dale.\"",
-    "Char2 says, \"We agreed to meet at the Prancing Pony at dawn tomorrow.\"",
-    "Char says, \"The dragon Smaug sleeps under the Lonely Mountain.\"",
-    "Char2 says, \"I owe the innkeeper Butterbur 3 silver pennies.\"",
+    'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
+    'Char2 says, "The password for the cellar door is swordfish."',
+    'Char says, "I promised Char2 to deliver 12 iron ingots on Friday."',
+    'Char2 says, "My horse is called Thunder and she is seven years old."',
+    'Char says, "The blacksmith Gorm lives by the north gate of Dale."',
+    'Char2 says, "We agreed to meet at the Prancing Pony at dawn tomorrow."',
+    'Char says, "The dragon Smaug sleeps under the Lonely Mountain."',
+    'Char2 says, "I owe the innkeeper Butterbur 3 silver pennies."',
 ]
 
 
@@ -124,15 +124,15 @@ class TestCompactConversationHistoryExecution(CompactionTestCase):
     def test_the_offline_summary_keeps_facts_and_promises_with_who_said_them(self):
         self.script.history.clear()
         lines = [
-            ("user", "Char says, \"Hello there!\""),
+            ("user", 'Char says, "Hello there!"'),
             ("assistant", "Hello, Char! How can I help?"),
-            ("user", "Char2 says, \"Where is the old mill?\""),
+            ("user", 'Char2 says, "Where is the old mill?"'),
             ("assistant", "I don't know that yet, Char2. Tell me and I will remember it."),
-            ("user", "Char2 says, \"I owe the miller Hobb 5 silver for the flour.\""),
+            ("user", 'Char2 says, "I owe the miller Hobb 5 silver for the flour."'),
             ("assistant", "Understood, Char2. I'll keep that in mind: I owe the miller Hobb 5."),
             ("assistant", "I promise to guide Char2 to the mill at Westbrook before noon."),
         ]
-        for role, content in lines + [("user", "Char says, \"filler line\"")] * 4:
+        for role, content in lines + [("user", 'Char says, "filler line"')] * 4:
             self.script.append_message({"role": role, "content": content})
         result = self.compact()
         summary = self.script.conversation_history[0]["content"]
@@ -273,7 +273,7 @@ class TestSleepPhaseIntegration(CompactionTestCase):
             self.assertEqual(len(llm.calls), calls, "no model call while nothing changed")
             for result in second.values():
                 self.assertIn("history unchanged", result["reason"])
-            self.script.append_message({"role": "user", "content": "Char says, \"wake up!\""})
+            self.script.append_message({"role": "user", "content": 'Char says, "wake up!"'})
             wait_for(run_sleep_tick(self.script, self.assistant))
             self.assertGreater(len(llm.calls), calls, "a changed history is tried again")
 
@@ -320,7 +320,9 @@ class TestBeyondTheSeeds(CompactionTestCase):
             llm.steps = [0.3]
             pending = compact_conversation_history(self.script, self.assistant, force=True)
             reactor.iterate(0.05)
-            late = self.script.append_message({"role": "user", "content": "Char says, \"a late line\""})
+            late = self.script.append_message(
+                {"role": "user", "content": 'Char says, "a late line"'}
+            )
             result = wait_for(pending)
         self.assertTrue(result["success"])
         self.assertEqual(result["preserved_messages"], 4, "the late line was not preserved")
@@ -340,7 +342,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
             pending = compact_conversation_history(self.script, self.assistant, force=True)
             reactor.iterate(0.05)
             self.script.set_config("llm_model", llm.model)
-            self.script.append_message({"role": "user", "content": "Char says, \"a late line\""})
+            self.script.append_message({"role": "user", "content": 'Char says, "a late line"'})
             result = wait_for(pending)
             history = self.script.conversation_history
             counted = sum(count_message_tokens(m, llm.model) for m in history)
@@ -402,7 +404,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         fill(self.script, FACTS[:4])
         fill(self.script, FACTS[4:])
         self.compact()
-        fill(self.script, ["Char says, \"The ferry to Laketown leaves at 9 in the morning.\""] * 1)
+        fill(self.script, ['Char says, "The ferry to Laketown leaves at 9 in the morning."'] * 1)
         fill(self.script, FACTS[:3], replies=False)
         second = self.compact()
         self.assertEqual(second["successive_compactions"], 2)
@@ -497,7 +499,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
             pending = compact_conversation_history(self.script, self.assistant, force=True)
             reactor.iterate(0.05)
             self.script.history.clear()
-            self.script.append_message({"role": "user", "content": "Char says, \"start over\""})
+            self.script.append_message({"role": "user", "content": 'Char says, "start over"'})
             after_change = live_snapshot(self.script)
             result = wait_for(pending)
         self.assertEqual(

@@ -16,7 +16,7 @@ MODEL = "offline/assistant"
 
 class TestHistoryStore(AssistantTestCase):
     def test_messages_come_back_in_order_in_the_seed_format(self):
-        self.script.append_message({"role": "user", "content": "Char says, \"one\""})
+        self.script.append_message({"role": "user", "content": 'Char says, "one"'})
         self.script.append_message(TOOL_CALL_MESSAGE)
         self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "done"})
         history = self.script.conversation_history
@@ -25,12 +25,12 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(history[2]["tool_call_id"], "call_1")
         self.assertEqual(
             history[0]["token_count"],
-            count_message_tokens({"role": "user", "content": "Char says, \"one\""}, MODEL),
+            count_message_tokens({"role": "user", "content": 'Char says, "one"'}, MODEL),
         )
 
     def test_metadata_comes_back_as_stored(self):
         self.script.append_message(
-            {"role": "user", "content": "Char says, \"hi\"", "metadata": {"speaker": "Char", "n": 2}}
+            {"role": "user", "content": 'Char says, "hi"', "metadata": {"speaker": "Char", "n": 2}}
         )
         self.script.append_message({"role": "assistant", "content": "Hello."})
         first, second = self.script.conversation_history
@@ -38,7 +38,7 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(second["metadata"], {})
 
     def test_totals_follow_every_append(self):
-        messages = [{"role": "user", "content": f"Char says, \"line {i}\""} for i in range(5)]
+        messages = [{"role": "user", "content": f'Char says, "line {i}"'} for i in range(5)]
         for message in messages:
             self.script.append_message(message)
         tokens, count = self.script.history.totals()
@@ -74,12 +74,12 @@ class TestHistoryStore(AssistantTestCase):
     def test_append_and_check_cost_the_same_queries_at_any_length(self):
         store = self.script.history
         store.append(
-            {"role": "user", "content": "Char says, \"the first message creates the counter\""}
+            {"role": "user", "content": 'Char says, "the first message creates the counter"'}
         )
 
         def queries_for_append_and_check():
             with CaptureQueriesContext(connection) as ctx:
-                store.append({"role": "user", "content": "Char says, \"hello\""})
+                store.append({"role": "user", "content": 'Char says, "hello"'})
                 store.totals()
             return len(ctx.captured_queries)
 
@@ -117,7 +117,7 @@ class TestReplaceWithSummary(AssistantTestCase):
     def setUp(self):
         super().setUp()
         for index in range(6):
-            self.script.append_message({"role": "user", "content": f"Char says, \"hello {index}\""})
+            self.script.append_message({"role": "user", "content": f'Char says, "hello {index}"'})
         self.history = self.script.history
 
     def assert_unchanged(self, before):

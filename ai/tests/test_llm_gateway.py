@@ -8,7 +8,7 @@ from ai.llm_interaction import call_llm, context_window
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
-HELLO = [{"role": "user", "content": "Char says, \"hello\""}]
+HELLO = [{"role": "user", "content": 'Char says, "hello"'}]
 
 
 def rate_limit():
@@ -136,7 +136,7 @@ class TestWhatIsSent(AssistantTestCase):
     def test_a_tool_calling_message_without_text_is_sent_with_empty_content(self):
         call = {"id": "c1", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
         history = [
-            {"role": "user", "content": "Char says, \"hi\"", "metadata": {"speaker": "#1"}},
+            {"role": "user", "content": 'Char says, "hi"', "metadata": {"speaker": "#1"}},
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "content": "Done."},
         ]

@@ -16,7 +16,7 @@ from ai.tools import get_tool
 
 from .support import AssistantTestCase, ScriptedLLM, make_assistant, record_messages, wait_for
 
-HELLO = [{"role": "user", "content": "Char says, \"hello\""}]
+HELLO = [{"role": "user", "content": 'Char says, "hello"'}]
 LOCAL = {"api_base": "http://127.0.0.1:8081/v1", "temperature": 0.2, "max_tokens": 64}
 
 

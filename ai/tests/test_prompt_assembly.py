@@ -84,7 +84,9 @@ class TestAssembly(AssistantTestCase):
     def test_components_come_in_id_order_and_empty_ones_add_nothing(self):
         self.assistant.ndb.context_buffer = ["Char waves."]
         event = {"type": "speech", "speaker_name": "Char", "text": "hi", "in_history": True}
-        prompt = self.assemble(history=[{"role": "user", "content": "Char says, \"hi\""}], event=event)
+        prompt = self.assemble(
+            history=[{"role": "user", "content": 'Char says, "hi"'}], event=event
+        )
         self.assertEqual(
             list(prompt.components),
             [
@@ -98,7 +100,7 @@ class TestAssembly(AssistantTestCase):
         self.assertIn("Present: Char, Char2", prompt.messages[1]["content"])
         # The event is the last message: nothing after it (an instruction there made a
         # small model repeat the player).
-        self.assertEqual(prompt.messages[-1], {"role": "user", "content": "Char says, \"hi\""})
+        self.assertEqual(prompt.messages[-1], {"role": "user", "content": 'Char says, "hi"'})
 
     def test_an_event_not_yet_in_history_is_the_pending_event(self):
         event = {"type": "speech", "speaker_name": "Char", "text": "hi"}
@@ -141,7 +143,7 @@ class TestAssembly(AssistantTestCase):
 
     def test_history_is_loaded_newest_first_within_its_share(self):
         history = [
-            {"role": "user", "content": f"Char says, \"line {i}\"", "token_count": 10}
+            {"role": "user", "content": f'Char says, "line {i}"', "token_count": 10}
             for i in range(10)
         ]
         whole = self.assemble(history=history)
@@ -149,7 +151,7 @@ class TestAssembly(AssistantTestCase):
         prompt = self.assemble(history=history, budget=fixed + 35)
         self.assertEqual(prompt.history_included, 3)
         self.assertEqual(prompt.history_omitted, 7)
-        self.assertEqual(prompt.messages[-1]["content"], "Char says, \"line 9\"")
+        self.assertEqual(prompt.messages[-1]["content"], 'Char says, "line 9"')
         self.assertLessEqual(prompt.total_tokens, prompt.budget)
         self.assertEqual(prompt.cuts[-1]["how"], "oldest 7 messages omitted")
 
@@ -209,6 +211,6 @@ class TestLiveState(AssistantTestCase):
         prompt = self.assemble(event=event)
         self.assertIn("swordfish", prompt.messages[2]["content"])
         self.assertEqual(list(prompt.components)[2], "semantic_memories")
-        still_live = [{"id": 41, "role": "user", "content": "Char says, \"...\"", "token_count": 9}]
+        still_live = [{"id": 41, "role": "user", "content": 'Char says, "..."', "token_count": 9}]
         prompt = self.assemble(history=still_live, event=event)
         self.assertNotIn("swordfish", " ".join(m["content"] or "" for m in prompt.messages[:3]))

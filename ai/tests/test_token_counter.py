@@ -84,7 +84,7 @@ class TestCountMessages(TestCase):
     def test_conversation_count_matches_litellm(self):
         history = [
             {"role": "system", "content": "You are a helper in a tavern."},
-            {"role": "user", "content": "Alice says, \"my sword is called Dawnbringer.\""},
+            {"role": "user", "content": 'Alice says, "my sword is called Dawnbringer."'},
             {"role": "assistant", "content": "Understood, Alice."},
         ]
         for model in ("gpt-4o-mini", "gpt-4"):
