@@ -19,14 +19,19 @@ from .config import (
     default_value,
     resolve_config,
 )
-from .context_usage import measure_context
+from .context_usage import check_window_fits_frame, measure_context
 from .history import ConversationHistory
 from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
 from .sleep import run_sleep_tick
-from .sleep.compaction import compact_conversation_history, is_stuck, record_outcome
+from .sleep.compaction import (
+    compact_conversation_history,
+    is_stuck,
+    record_outcome,
+    what_is_too_large,
+)
 from .sleep.extraction import run_pre_compaction_extraction, set_extraction_signal
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
@@ -89,6 +94,8 @@ class AssistantScript(DefaultScript):
             ConfigError: naming the attribute and its allowed range; nothing is stored.
         """
         check_value(name, value)
+        if name == "max_context_tokens":
+            check_window_fits_frame(self, value)
         for names, check, _ in CROSS_CHECKS:
             if name in names:
                 pending = {other: self.get_config(other) for other in names}
@@ -259,13 +266,13 @@ class AssistantScript(DefaultScript):
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
         )
         compaction = yield compact_conversation_history(self, character, force=True)
-        after = self.context_usage().usage
-        still_over = after >= threshold
+        after = self.context_usage()
+        still_over = after.usage >= threshold
         record_outcome(self, "emergency", still_over)
         if still_over:
             logger.log_warn(
-                f"AI {self.label}: still at {after:.0%} after emergency "
-                "compaction (the preserved messages alone are too large); going on"
+                f"AI {self.label}: still at {after.usage:.0%} after emergency compaction "
+                f"({what_is_too_large(after, threshold, compaction)}); going on"
             )
         return {
             "pre_compaction_extraction": extraction,

@@ -4,12 +4,15 @@ History's share comes from the store's running total (O(1)); the rest of the cal
 tick_event components and the tool schemas) is rendered and counted, without history.
 """
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
+from .config import ConfigError
 from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config
 from .tools import tools_for
+from .utils.token_counter import count_tools_tokens
 
 
 @dataclass
@@ -21,12 +24,20 @@ class ContextUsage:
         history_tokens (int): The live history's share of ``total_tokens``.
         max_tokens (int): The context limit compared against.
         message_count (int): Live messages in history.
+        frame_parts (dict): What the call sends besides history, part -> tokens (each
+            prompt component, and ``tool schemas``).
     """
 
     total_tokens: int
     history_tokens: int
     max_tokens: int
     message_count: int
+    frame_parts: dict = field(default_factory=dict)
+
+    @property
+    def frame_tokens(self):
+        """Tokens of the call without history: the prompt's frame."""
+        return self.total_tokens - self.history_tokens
 
     @property
     def usage(self):
@@ -46,13 +57,49 @@ def measure_context(script, character):
         tool.schema() for tool in tools_for(config.tool_filter, config.allowed_tool_categories)
     ]
     history_tokens, message_count = script.history.totals()
+    model = resolve_model(script)
     frame = assemble_prompt(
-        script, character, config, resolve_model(script), budget=10**9, history=[], tools=schemas
+        script, character, config, model, budget=10**9, history=[], tools=schemas
     )
+    parts = {key: tokens for key, tokens in frame.components.items() if tokens}
+    parts["tool schemas"] = count_tools_tokens(schemas, model)
     # The frame already counts the reply priming once; history adds only its messages.
     return ContextUsage(
         total_tokens=frame.total_tokens + history_tokens,
         history_tokens=history_tokens,
         max_tokens=context_window(script),
         message_count=message_count,
+        frame_parts=parts,
+    )
+
+
+def describe_frame(usage):
+    """Return the frame's size and its largest parts, e.g. ``731 tokens (tool schemas 430...)``."""
+    largest = sorted(usage.frame_parts.items(), key=lambda item: -item[1])[:3]
+    parts = ", ".join(f"{name.replace('_', ' ')} {tokens}" for name, tokens in largest)
+    return f"{usage.frame_tokens} tokens ({parts})"
+
+
+def check_window_fits_frame(script, max_tokens):
+    """Refuse a ``max_context_tokens`` that the prompt's frame alone would fill.
+
+    When the frame (system prompt, character context, tool schemas...) reaches the
+    emergency threshold by itself, every tick would start an emergency compaction that
+    can never help.
+
+    Raises:
+        ConfigError: naming the frame's size and the smallest window that leaves history
+            as much room as the frame takes.
+    """
+    if script.obj is None or max_tokens is None:
+        return
+    usage = measure_context(script, script.obj)
+    threshold = script.get_config("compact_emergency_threshold")
+    if usage.frame_tokens < max_tokens * threshold:
+        return
+    enough = math.ceil(2 * usage.frame_tokens / threshold / 100) * 100
+    raise ConfigError(
+        f"max_context_tokens={max_tokens} refused: the prompt without any history is "
+        f"already {describe_frame(usage)}, over the {threshold:.0%} emergency threshold "
+        f"of that window, so every tick would compact in vain. Use at least {enough}."
     )

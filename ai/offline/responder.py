@@ -109,6 +109,7 @@ def compose_reply(speaker, text, messages, verb="says"):
         if found is None:
             return f"I don't know that yet, {who}. Tell me and I will remember it."
         source, fact = found
+        fact = statement(fact)
         if source == speaker:
             return f"You told me: {fact}"
         if source:

@@ -9,7 +9,13 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..context_usage import measure_context
-from .compaction import compact_conversation_history, is_stuck, record_outcome, skipped
+from .compaction import (
+    compact_conversation_history,
+    is_stuck,
+    record_outcome,
+    skipped,
+    what_is_too_large,
+)
 from .extraction import not_run, run_pre_compaction_extraction
 
 
@@ -42,14 +48,13 @@ def run_sleep_tick(script, character):
         }
     extraction = yield run_pre_compaction_extraction(script, character)
     compaction = yield compact_conversation_history(script, character)
-    still_over = measure_context(script, character).usage >= threshold
+    after = measure_context(script, character)
+    still_over = after.usage >= threshold
     record_outcome(script, "sleep", still_over)
     if still_over:
-        why = (
-            compaction.get("error") or compaction.get("reason") or "the preserved part is too large"
-        )
         logger.log_warn(
-            f"AI {script.label}: still over the sleep threshold after compaction ({why}); "
-            "not retrying until the history changes"
+            f"AI {script.label}: still over the sleep threshold after compaction "
+            f"({what_is_too_large(after, threshold, compaction)}); not retrying until the "
+            "history changes"
         )
     return {"pre_compaction_extraction": extraction, "context_compaction": compaction}

@@ -14,7 +14,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..audience import audience_groups, with_audience
-from ..context_usage import measure_context
+from ..context_usage import describe_frame, measure_context
 from ..helpers.journal import add_entry
 from ..history import HistoryChanged
 from ..litellm_loader import model_input_window
@@ -72,22 +72,44 @@ def summarizer_window(script):
 
 
 def fit_for_summary(message, limit, model):
-    """Return ``message``, or a copy cut to the head and tail of its content to fit ``limit``.
+    """Return ``message``, or a copy cut to fit ``limit`` tokens for the summary call.
 
-    Only the summary call sees the cut copy; the whole message stays in the archive.
+    Its content and its tool calls' arguments keep their head and tail; the middle is left
+    out, more of it until the copy fits. Only the summary call sees the cut copy; the whole
+    message stays in the archive.
     """
     tokens = stored_tokens(message, model)
-    text = message.get("content") or ""
-    if tokens <= limit or not text:
+    if tokens <= limit:
         return message
-    half = len(text) * limit // tokens * 9 // 20
-    content = (
-        f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n"
-        f"{text[len(text) - half:]}"
-    )
-    trimmed = {**message, "content": content}
-    trimmed["token_count"] = count_message_tokens(trimmed, model)
+    share = limit / tokens * 0.9
+    trimmed = message
+    for _ in range(5):
+        trimmed = {**message, "content": _cut_middle(message.get("content"), share)}
+        if message.get("tool_calls"):
+            trimmed["tool_calls"] = [
+                {
+                    **call,
+                    "function": {
+                        **call["function"],
+                        "arguments": _cut_middle(call["function"].get("arguments"), share),
+                    },
+                }
+                for call in message["tool_calls"]
+            ]
+        trimmed["token_count"] = count_message_tokens(trimmed, model)
+        if trimmed["token_count"] <= limit:
+            break
+        share *= limit / trimmed["token_count"] * 0.9
     return trimmed
+
+
+def _cut_middle(text, share):
+    """Return ``text`` cut to about ``share`` of its length, its head and tail kept."""
+    if not text or share >= 1:
+        return text
+    half = int(len(text) * share / 2)
+    left_out = f" [... {len(text) - 2 * half} characters left out ...] "
+    return f"{text[:half]}{left_out}{text[len(text) - half:]}"
 
 
 def chunk_for_window(messages, limit, model):
@@ -357,3 +379,21 @@ def _replace(script, character, kind, summaries, to_compact, before):
     }
     announce_compaction(script, character, result)
     return result
+
+
+def what_is_too_large(usage, threshold, compaction):
+    """Say why usage is still over ``threshold`` after ``compaction``, naming the real cause."""
+    if compaction.get("skipped") or not compaction.get("success"):
+        failed = compaction.get("error") or compaction.get("reason")
+        cause = f"nothing was compacted: {failed}"
+    else:
+        cause = f"{usage.message_count} messages are left"
+    if usage.frame_tokens >= usage.max_tokens * threshold:
+        return (
+            f"{cause}; the prompt without history alone is {describe_frame(usage)} of "
+            f"max_context_tokens {usage.max_tokens}"
+        )
+    return (
+        f"{cause}; the prompt is {describe_frame(usage)} and the history kept "
+        f"{usage.history_tokens} tokens in {usage.message_count} messages"
+    )

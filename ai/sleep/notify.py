@@ -48,8 +48,9 @@ def announce_compaction(script, character, result):
         logger.log_trace(f"AI {script.label}: could not post to the log channel")
     if script.get_config("compact_notify_room") and character.location:
         try:
-            character.location.msg_contents(
-                f"{character.key} pauses and gathers their thoughts.", exclude=[character]
-            )
+            asleep = script.db.operating_mode == "sleep"
+            # Asleep, it does not pause: the room sees it stir.
+            gesture = "stirs in their sleep" if asleep else "pauses and gathers their thoughts"
+            character.location.msg_contents(f"{character.key} {gesture}.", exclude=[character])
         except Exception:
             logger.log_trace(f"AI {script.label}: could not tell the room")

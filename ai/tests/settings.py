@@ -6,6 +6,7 @@ the game template; putting the template on `sys.path` stands in for a game direc
 
 import os
 import sys
+import tempfile
 
 import evennia
 
@@ -18,3 +19,6 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 # Password hashing dominates account set-up in tests; MD5 makes it cheap.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 TEST_ENVIRONMENT = True
+# Channel logs (the AIlog channel's) go to a scratch directory, not into the installed
+# Evennia package's game template.
+LOG_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-logs-")

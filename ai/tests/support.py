@@ -49,6 +49,14 @@ def record_messages(obj):
     return received
 
 
+def store_window(script, tokens):
+    """Store a ``max_context_tokens`` smaller than a builder may set (below the prompt frame).
+
+    Tests of compaction at tiny windows need one; ``set_config`` refuses it.
+    """
+    script.attributes.add("max_context_tokens", tokens)
+
+
 def make_assistant(key, location):
     """Create an assistant whose ticks only the test drives.
 

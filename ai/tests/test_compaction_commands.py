@@ -9,7 +9,7 @@ from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
 from ai.sleep.compaction import compact_conversation_history
 
-from .support import AssistantCommandTestCase, make_assistant, wait_for
+from .support import AssistantCommandTestCase, make_assistant, store_window, wait_for
 
 FACTS = [
     'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
@@ -45,7 +45,7 @@ class CompactionCommandTestCase(AssistantCommandTestCase):
     def make_compactable(self):
         """Shrink the preserve window (by count and by the 20% token share) to 2 messages."""
         self.script.set_config("compact_preserve_window", 2)
-        self.script.set_config("max_context_tokens", 256)
+        store_window(self.script, 256)
 
     def compact(self):
         result = wait_for(

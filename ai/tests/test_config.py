@@ -49,6 +49,12 @@ class TestRefusals(AssistantTestCase):
         ("llm_model", "not-a-model", r"litellm knows no provider for 'not-a-model'"),
         ("compact_model", "", r"non-empty litellm model string"),
         ("max_context_tokens", 10, r"of at least 256"),
+        (
+            "max_context_tokens",
+            600,
+            r"max_context_tokens=600 refused: the prompt without any history is already \d+ "
+            r"tokens \(tool schemas \d+, .*every tick would compact in vain. Use at least \d+00",
+        ),
         ("pre_compact_max_iterations", 11, r"from 1 to 10"),
         (
             "execution_config",

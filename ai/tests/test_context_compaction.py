@@ -1,5 +1,6 @@
 """Compaction: the seeds' five test classes and every guarantee beyond the seeds."""
 
+import json
 from unittest.mock import patch
 
 from django.test import override_settings
@@ -18,7 +19,7 @@ from ai.sleep.compaction import (
 )
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
-from .support import AssistantTestCase, ScriptedLLM, wait_for
+from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
 
 FACTS = [
     'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
@@ -42,7 +43,7 @@ def fill(script, lines=FACTS, replies=True):
 
 def size_window(script, usage):
     """Set ``max_context_tokens`` so that the next call uses ``usage`` of it."""
-    script.set_config("max_context_tokens", int(script.context_usage().total_tokens / usage))
+    store_window(script, int(script.context_usage().total_tokens / usage))
 
 
 def live_snapshot(script):
@@ -54,7 +55,7 @@ class CompactionTestCase(AssistantTestCase):
 
     def setUp(self):
         super().setUp()
-        self.script.set_config("max_context_tokens", 256)
+        store_window(self.script, 256)
         self.script.set_config("compact_preserve_window", 4)
 
     def compact(self, force=True, **kwargs):
@@ -433,7 +434,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         fill(self.script, FACTS * 3)
         with ScriptedLLM(*["Short part summary."] * 20) as llm:
             self.script.set_config("compact_model", llm.model)
-            self.script.set_config("max_context_tokens", 800)  # the summarizer's window
+            store_window(self.script, 800)  # the summarizer's window
             result = self.compact()
         self.assertTrue(result["success"])
         self.assertGreater(len(llm.calls), 2)
@@ -451,7 +452,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         fill(self.script, FACTS * 3)
         with ScriptedLLM("", *["Short part summary."] * 20) as llm:
             self.script.set_config("compact_model", llm.model)
-            self.script.set_config("max_context_tokens", 800)  # the summarizer's window
+            store_window(self.script, 800)  # the summarizer's window
             result = self.compact()
         self.assertTrue(result["success"], result)
         self.assertIn("in which the summary found nothing to keep", llm.calls[-1][1]["content"])
@@ -475,6 +476,30 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertRegex(first_call, r"\[\.\.\. \d+ characters left out \.\.\.\]")
         archived = self.script.history.archived_by(result["summary_id"])
         self.assertEqual(archived[0]["content"], huge, "the archive keeps the whole message")
+
+    def test_tool_call_arguments_too_large_for_the_summarizer_are_cut_too(self):
+        crates = " ".join(f"Crate {i} holds {i * 7} arrows." for i in range(600))
+        call = {
+            "id": "call_big",
+            "type": "function",
+            "function": {"name": "add_journal_entry", "arguments": json.dumps({"content": crates})},
+        }
+        self.script.append_message({"role": "assistant", "content": None, "tool_calls": [call]})
+        self.script.append_message({"role": "tool", "tool_call_id": "call_big", "content": "ok"})
+        fill(self.script)
+        self.assertGreater(self.script.conversation_history[0]["token_count"], 5000)
+        with ScriptedLLM(*["Char listed crates of arrows."] * 10) as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.script.set_config("max_context_tokens", 2000)  # the summarizer's window
+            result = self.compact(kind="manual")
+        self.assertTrue(result.get("success"), result)
+        for sent in llm.calls:
+            tokens = sum(count_message_tokens(message, llm.model) for message in sent)
+            self.assertLessEqual(tokens + SUMMARY_ANSWER_TOKENS, 2000)
+        self.assertIn("Crate 0 holds 0 arrows.", llm.calls[0][1]["content"])
+        self.assertIn("characters left out", llm.calls[0][1]["content"])
+        archived = self.script.history.archived_by(result["summary_id"])
+        self.assertEqual(archived[0]["tool_calls"][0], call, "the archive keeps the whole call")
 
     def test_a_summary_longer_than_a_journal_entry_is_archived_whole(self):
         # A window wide enough for one summary call over the compacted part.
@@ -563,9 +588,23 @@ class TestLogs(CompactionTestCase):
         warnings = [line for line in lines if "successive compactions" in line]
         self.assertEqual(len(warnings), 1)
 
+    def test_still_over_after_an_emergency_names_the_prompt_frame_when_it_is_the_cause(self):
+        fill(self.script)
+        store_window(self.script, 600)  # below the prompt frame alone
+        with patch("ai.assistant_script.logger") as logger:
+            self.tick()
+        still = [c.args[0] for c in logger.log_warn.mock_calls if "still at" in c.args[0]]
+        self.assertEqual(len(still), 1, logger.log_warn.mock_calls)
+        self.assertRegex(
+            still[0],
+            r"the prompt without history alone is \d+ tokens \(tool schemas \d+, .*\) of "
+            r"max_context_tokens 600",
+        )
+        self.assertNotIn("preserved messages alone", still[0])
+
     def test_the_emergency_log_names_the_assistant(self):
         fill(self.script)
-        self.script.set_config("max_context_tokens", 600)
+        store_window(self.script, 600)
         with patch("ai.assistant_script.logger") as logger:
             self.tick()
         self.assertIn(
@@ -606,6 +645,12 @@ class TestNotifications(CompactionTestCase):
         with mock_patch.object(self.char1, "msg") as char1_msg:
             self.compact()
         self.assertIn("Helper pauses and gathers their thoughts.", str(char1_msg.mock_calls))
+        self.script.fall_asleep()
+        fill(self.script)
+        with mock_patch.object(self.char1, "msg") as char1_msg:
+            self.compact()
+        self.assertIn("Helper stirs in their sleep.", str(char1_msg.mock_calls))
+        self.assertNotIn("pauses", str(char1_msg.mock_calls), "asleep, it does not pause")
 
     def test_a_failing_room_does_not_turn_a_stored_compaction_into_an_error(self):
         self.script.set_config("compact_notify_room", True)

@@ -32,3 +32,40 @@ class TestFullTick(AssistantTestCase):
     def test_no_event_is_an_idle_tick(self):
         self.assertEqual(self.tick()["status"], "idle")
         self.assertEqual(self.script.conversation_history, [])
+
+
+class TestOfflineEngineReadsPlayers(AssistantTestCase):
+    """The offline engine's conversation: what it journals, echoes and answers."""
+
+    def journal(self):
+        from ai.helpers.journal import journal_entries
+
+        return [entry["content"] for entry in journal_entries(self.assistant)]
+
+    def test_a_fact_after_a_greeting_is_journaled_without_the_greeting(self):
+        self.char1.execute_cmd("say Hello Helper! I buried 40 gold coins under the old oak.")
+        self.tick()
+        self.assertEqual(self.journal(), ["Char said: I buried 40 gold coins under the old oak."])
+
+    def test_questions_are_not_journaled_even_without_a_question_mark(self):
+        for line in ("Do you know where the blacksmith Gorm lives", "Where is the old mill?"):
+            self.char1.execute_cmd(f"say {line}")
+            self.tick()
+        self.assertEqual(self.journal(), [])
+
+    def test_a_promise_is_acknowledged_not_echoed(self):
+        self.char1.execute_cmd("say I promise to bring Helper a lantern tomorrow.")
+        reply = self.tick()["reply"]
+        self.assertEqual(reply, "Understood, Char. I'll remember that.")
+
+    def test_a_pose_naming_the_assistant_is_answered_and_others_are_ambience(self):
+        self.char1.execute_cmd("pose sits down by the fire.")
+        self.assertEqual(self.script.db.pending_events, [])
+        self.assertIn("Char sits down by the fire.", self.assistant.ndb.context_buffer)
+        self.char1.execute_cmd("pose waves at Helper.")
+        result = self.tick()
+        self.assertEqual(result["reply"], "Hello, Char!")
+        self.assertEqual(
+            self.script.conversation_history[0]["content"], 'Char emotes, "waves at Helper."'
+        )
+        self.assertEqual(self.journal(), [], "a pose is no statement of fact")

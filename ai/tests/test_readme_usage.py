@@ -1,0 +1,58 @@
+"""The README's usage section, played word for word on the offline engine.
+
+The player's block is typed by Char with Char2 beside it, the builder's by Char (a
+Developer); the assistant ticks after each line, as it would on a server.
+"""
+
+import re
+from pathlib import Path
+
+from ai.commands import AssistantCmdSet
+
+from .support import AssistantTestCase, record_messages, wait_for
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ANSWER = "40 gold coins under the old oak"
+
+
+def usage_blocks():
+    """Return the command blocks of the README's Usage section, each a list of lines."""
+    text = README.read_text()
+    section = text[text.index("\n## Usage\n") : text.index("\n## ", text.index("\n## Usage\n") + 1)]
+    return [block.strip().splitlines() for block in re.findall(r"```\n(.*?)```", section, re.S)]
+
+
+class TestReadmeUsage(AssistantTestCase):
+    def setUp(self):
+        if not README.exists():
+            self.skipTest("README.md is not shipped with an installed package")
+        super().setUp()
+        self.char1.cmdset.add(AssistantCmdSet)  # as the README's installation has it
+        self.player, self.builder = usage_blocks()
+        self.char1_heard = record_messages(self.char1)
+        self.char2_heard = record_messages(self.char2)
+
+    def play(self, line):
+        """Type ``line`` as Char, let a running compaction finish, tick; return the reply."""
+        self.char1.execute_cmd(line)
+        running = self.assistant.assistant_script.ndb.manual_compaction
+        if running is not None:
+            wait_for(running)
+        return self.tick().get("reply", "")
+
+    def test_the_player_and_builder_blocks_work_as_the_readme_says(self):
+        replies = {line: self.play(line) for line in self.player}
+        question = next(line for line in self.player if line.startswith("talk"))
+        self.assertIn(ANSWER, replies[question])
+        whisper = next(line for line in self.player if line.startswith("whisper"))
+        secret = whisper.rpartition(" ")[2].rstrip(".")
+        self.assertIn("Helper whispers", "\n".join(map(str, self.char1_heard)))
+        self.assertNotIn(secret, "\n".join(map(str, self.char2_heard)))
+        self.assertTrue(replies[next(line for line in self.player if line.startswith("pose"))])
+
+        replies = {line: self.play(line) for line in self.builder}
+        heard = "\n".join(map(str, self.char1_heard))
+        self.assertRegex(heard, r"Helper(\|n)? context: \d+/100000 tokens")
+        self.assertIn("compact_preserve_window = 4", heard)
+        self.assertRegex(heard, r"Helper: \d+ facts journaled; compacted \d+ messages")
+        self.assertIn(ANSWER, replies[self.builder[-1]], "forgotten after the compaction")
