@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test evennia-test bench eval-local format clean
+.PHONY: demo test evennia-test bench eval-local format dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ eval-local: $(GAME_CONFIGURED)
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
 	$(BIN)/python bench/compaction.py
+
+# The sdist and the wheel (`pip install build/dist/evennia_ai-*.whl`); build fetches
+# setuptools from the package index into an isolated environment.
+dist: $(STAMP)
+	rm -rf build/dist
+	$(BIN)/python -m build --outdir build/dist
 
 format: $(STAMP)
 	$(BIN)/black --line-length 100 ai bench demo eval
