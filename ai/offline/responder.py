@@ -8,6 +8,7 @@ greeting ("Hello Helper! I buried...") does not hide the statement after it.
 When a speaking tool is offered, the reply goes through it. When journal tools are offered,
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
 a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
+Asked "give me the <thing>" with ``give`` offered, it says so and calls ``give``.
 Once it has spoken, the engine ends the turn with ``noop`` (or plain text without it).
 
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
@@ -31,6 +32,8 @@ SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
+# "Please give me the lantern." (the offline engine hands over what it is asked for).
+_GIVE_REQUEST = re.compile(r"\bgive me (?:the |your |a |an )?(?P<item>[\w' -]+)", re.IGNORECASE)
 _GESTURES = {"waves", "bows", "greets", "smiles", "nods", "salutes", "hugs", "winks"}
 
 
@@ -215,6 +218,15 @@ def respond(messages, tools=None):
         for call in message.get("tool_calls") or ()
     )
     if not already_spoke:
+        wanted = _GIVE_REQUEST.search(text) if "give" in names and speaker else None
+        if wanted:
+            item = wanted["item"].strip()
+            return Reply(
+                tool_calls=[
+                    make_tool_call(speak_tool, {"message": f"The {item}? Here, {speaker}."}, 0),
+                    make_tool_call("give", {"item": item, "recipient": speaker}, last_user),
+                ]
+            )
         facts = verb != "emotes" and is_fact(text)
         calls = fact_calls(speaker, text, names, last_user) if facts else []
         calls.append(make_tool_call(speak_tool, {"message": reply_text}, last_user))

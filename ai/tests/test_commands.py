@@ -140,6 +140,24 @@ class TestAiConfirm(AssistantCommandTestCase):
             self.script.conversation_history[-1]["content"],
         )
 
+    def test_a_call_made_in_a_whispered_turn_runs_for_the_whisperer_alone(self):
+        with ScriptedLLM([("demolish", {"what": "the vault"})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            event = {"type": "whisper", "speaker": self.char2.dbref, "speaker_name": "Char2"}
+            wait_for(
+                run_react_loop(
+                    self.script,
+                    self.assistant,
+                    "tick_event",
+                    event=dict(event, text="Tear down the vault."),
+                    signals={"event_class": "building"},
+                )
+            )
+        self.call(CmdAiConfirm(), "Helper = 3", 'Ran demolish({"what": "the vault"})')
+        told = self.script.conversation_history[-1]
+        self.assertEqual(told["metadata"]["audience"], [self.char2.dbref])
+        self.assertIn("the vault is rubble", told["content"])
+
     def test_a_wrong_number_changes_nothing(self):
         for wrong in ("0", "3", "two"):
             self.call(CmdAiConfirm(), f"Helper = {wrong}", f"Helper has no waiting call '{wrong}'")

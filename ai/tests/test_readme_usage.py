@@ -7,6 +7,8 @@ Developer); the assistant ticks after each line, as it would on a server.
 import re
 from pathlib import Path
 
+from evennia.utils.ansi import strip_ansi
+
 from ai.commands import AssistantCmdSet
 
 from .support import AssistantTestCase, record_messages, wait_for
@@ -28,7 +30,7 @@ class TestReadmeUsage(AssistantTestCase):
             self.skipTest("README.md is not shipped with an installed package")
         super().setUp()
         self.char1.cmdset.add(AssistantCmdSet)  # as the README's installation has it
-        self.player, self.builder = usage_blocks()
+        self.player, self.builder, self.dangerous = usage_blocks()
         self.char1_heard = record_messages(self.char1)
         self.char2_heard = record_messages(self.char2)
 
@@ -56,3 +58,15 @@ class TestReadmeUsage(AssistantTestCase):
         self.assertIn("compact_preserve_window = 4", heard)
         self.assertRegex(heard, r"Helper: \d+ facts journaled; compacted \d+ messages")
         self.assertIn(ANSWER, replies[self.builder[-1]], "forgotten after the compaction")
+
+    def test_a_dangerous_call_waits_for_aiconfirm_as_the_readme_says(self):
+        for line in self.dangerous:
+            self.play(line)
+            if line.startswith("talk"):
+                lantern = self.assistant.search("lantern", location=self.assistant, quiet=True)
+                self.assertEqual(len(lantern), 1, "given before anyone confirmed it")
+                self.assertEqual(len(self.script.db.awaiting_confirmation), 1)
+        self.assertEqual(lantern[0].location, self.char1)
+        heard = strip_ansi("\n".join(map(str, self.char1_heard)))
+        self.assertRegex(heard, r'1 +give\(\{"item": "lantern", "recipient": "Char"\}\)')
+        self.assertIn("Helper gives lantern to Char.", heard)

@@ -65,6 +65,7 @@ class TestRegistry(ToolTestCase):
         self.assertEqual(categories["add_journal_entry"], {"journal"})
         self.assertEqual(categories["review_journal"], {"journal", "safe"})
         self.assertEqual(categories["update_entity_observation"], {"journal"})
+        self.assertEqual(categories["give"], {"dangerous"})
         self.assertTrue(get_tool("say").is_terminal)
         self.assertFalse(get_tool("review_journal").is_terminal)
         self.assertIsNone(get_tool("fly"))
@@ -101,7 +102,7 @@ class TestRegistry(ToolTestCase):
             journal, {"add_journal_entry", "review_journal", "update_entity_observation"}
         )
         terminal = {tool.name for tool in tools_for(allowed_categories=["terminal", "dangerous"])}
-        self.assertEqual(terminal, {"noop", "say"})
+        self.assertEqual(terminal, {"noop", "say", "give"})
         pre_compaction = ["noop", "add_journal_entry", "update_entity_observation"]
         both = {tool.name for tool in tools_for(pre_compaction, allowed_categories=["journal"])}
         self.assertEqual(both, {"add_journal_entry", "update_entity_observation"})
@@ -307,3 +308,25 @@ class TestEntityObservations(ToolTestCase):
             self.assertTrue(self.observe(self.char1.dbref, f"Observation {number}.").ok)
         texts = [obs["text"] for obs in self.profiles()[self.char1.dbref]["observations"]]
         self.assertEqual(texts, [f"Observation {number}." for number in range(5, 25)])
+
+
+class TestGive(ToolTestCase):
+    def setUp(self):
+        super().setUp()
+        from evennia.utils import create
+
+        self.lantern = create.create_object(key="lantern", location=self.assistant)
+
+    def test_gives_what_it_carries_to_someone_here(self):
+        result = self.run_tool("give", {"item": "lantern", "recipient": "Char2"})
+        self.assertTrue(result.ok, result.content)
+        self.assertEqual(self.lantern.location, self.char2)
+        self.assertTrue(get_tool("give").is_dangerous)
+
+    def test_refuses_what_it_does_not_carry_or_someone_not_here(self):
+        refused = self.run_tool("give", {"item": "sword", "recipient": "Char2"})
+        self.assertEqual(refused.content, "You carry no single 'sword'; you carry: lantern.")
+        refused = self.run_tool("give", {"item": "lantern", "recipient": "Nobody"})
+        self.assertFalse(refused.ok)
+        self.assertIn("No one and nothing called 'Nobody' is here", refused.content)
+        self.assertEqual(self.lantern.location, self.assistant, "nothing moved")

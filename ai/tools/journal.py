@@ -8,8 +8,6 @@ what it reads back is only what that audience may hear.
 
 from django.utils import timezone
 from evennia.utils.dbserialize import deserialize
-from evennia.utils.search import search_object
-from evennia.utils.utils import dbref
 
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
@@ -20,6 +18,7 @@ from ..helpers.journal import (
 )
 from .base import Tool, ToolResult
 from .registry import register_tool
+from .targets import resolve_entity
 
 MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
 
@@ -59,34 +58,12 @@ def review_journal(ctx, query=None, limit=5):
     return ToolResult(ok=True, content="\n".join(lines), data={"entries": found})
 
 
-def _resolve_entity(character, entity):
-    """Return ``(object, None)`` or ``(None, error)`` for a dbref or a name in the room."""
-    entity = entity.strip()
-    if dbref(entity):
-        found = list(search_object(entity))
-        if not found:
-            return None, f"Nothing has the dbref {entity}."
-        return found[0], None
-    if character.location is None:
-        return None, f"You are nowhere, so there is no {entity!r} around you."
-    found = character.search(entity, location=character.location, quiet=True)
-    exact = [obj for obj in found if obj.key.lower() == entity.lower()]
-    # "Char" also matches "Char2" by prefix; an exact name settles it.
-    found = exact or found
-    if not found:
-        return None, f"No one and nothing called {entity!r} is here. Use a name here or a dbref."
-    if len(found) > 1:
-        names = ", ".join(f"{obj.key} ({obj.dbref})" for obj in found)
-        return None, f"{entity!r} could be any of: {names}. Use the dbref."
-    return found[0], None
-
-
 def update_entity_observation(ctx, entity, observation):
     """Add an observation to the profile of someone or something."""
     observation = observation.strip()
     if not observation:
         return ToolResult(ok=False, content="Not noted: the observation is empty.")
-    target, error = _resolve_entity(ctx.character, entity)
+    target, error = resolve_entity(ctx.character, entity)
     if error:
         return ToolResult(ok=False, content=error)
     now = timezone.now().isoformat()
