@@ -3,18 +3,21 @@
 Add ``AssistantCmdSet`` to your ``CharacterCmdSet`` (see the README).
 """
 
-from ast import literal_eval
+from difflib import get_close_matches
+from pprint import pformat
+from textwrap import wrap
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import evmore, logger
+from evennia.utils.ansi import raw
 from evennia.utils.dbserialize import deserialize
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
 from .audience import with_audience
-from .config import SCRIPT_CONFIG, ConfigError
+from .config import SCRIPT_CONFIG, ConfigError, parse_value
 from .helpers.journal import journal_entries
 from .history import row_to_message
 from .models import ConversationMessage
@@ -26,7 +29,7 @@ from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
-PREVIEW_CHARS = 80
+INDENT = "    "
 
 
 def find_assistant(caller, name):
@@ -128,21 +131,49 @@ class CmdAiMode(MuxCommand):
             self.caller.msg(f"{assistant.key} is awake.")
 
 
+def shortened(text, width):
+    """Return ``text`` cut to ``width`` characters, ending with … when it was cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def in_full(label, value, width):
+    """Return ``label`` and the whole of ``value`` within ``width`` columns.
+
+    A value whose repr fits follows the label on its line; a longer one goes on indented
+    lines below it: text as it is, any other value pretty-printed, long lines wrapped.
+    """
+    if len(label) + len(repr(value)) <= width:
+        return raw(label + repr(value))
+    if not isinstance(value, str):
+        value = pformat(value, width=width - len(INDENT), sort_dicts=False)
+    lines = [label.rstrip()]
+    for line in value.splitlines():
+        lines += wrap(line, width, initial_indent=INDENT, subsequent_indent=INDENT) or [""]
+    return raw("\n".join(lines))
+
+
 class CmdAiConfig(MuxCommand):
     """
     Show or change an assistant's configuration.
 
     Usage:
       aiconfig <assistant>
+      aiconfig <assistant>/<attribute>
       aiconfig <assistant>/<attribute> = <value>
 
-    Values are Python literals (0.75, 30, True, None, 'openai/gpt-4o-mini').
-    A value out of range is refused with the allowed range, and nothing changes.
+    The first form lists every attribute, its value (a long one cut with …)
+    and its meaning. The second shows one attribute in full, with its default
+    and what it allows. The third changes it: give yes or no (true/false,
+    on/off) for a switch, plain text for a model name or a prompt (None for
+    none), a number, or a Python literal such as {'temperature': 0.3}. A value
+    out of range is refused with the allowed range, and nothing changes.
 
     Examples:
       aiconfig helper
+      aiconfig helper/llm_options
       aiconfig helper/compact_sleep_threshold = 0.6
-      aiconfig helper/llm_model = 'openai/gpt-4o-mini'
+      aiconfig helper/compact_enabled = no
+      aiconfig helper/llm_model = openai/gpt-4o-mini
     """
 
     key = "aiconfig"
@@ -155,28 +186,59 @@ class CmdAiConfig(MuxCommand):
         if assistant is None:
             return
         script = assistant.assistant_script
-        if attribute:
-            attribute = attribute.strip()
+        attribute = attribute.strip()
+        if not attribute:
             if self.rhs is None:
+                self.caller.msg(self.listing(assistant, script.effective_config()))
+            else:
                 self.caller.msg("Usage: aiconfig <assistant>/<attribute> = <value>")
-                return
-            try:
-                value = literal_eval(self.rhs.strip())
-            except (ValueError, SyntaxError):
-                self.caller.msg(f"'{self.rhs.strip()}' is not a Python literal; quote strings.")
-                return
-            try:
-                script.set_config(attribute, value)
-            except ConfigError as err:
-                self.caller.msg(f"Refused: {err}")
-                return
-            self.caller.msg(f"{assistant.key}: {attribute} = {value!r}")
             return
-        config = script.effective_config()
-        table = EvTable("|wattribute|n", "|wvalue|n", "|wmeaning|n", border="cells")
-        for key, option in SCRIPT_CONFIG.items():
-            table.add_row(key, repr(config[key]), option.description)
-        self.caller.msg(f"Configuration of {assistant.key}:\n{table}")
+        if attribute not in SCRIPT_CONFIG:
+            close = get_close_matches(attribute.lower(), SCRIPT_CONFIG, n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            self.caller.msg(
+                f"{assistant.key} has no configuration attribute {attribute!r}.{hint} "
+                f"aiconfig {assistant.key} lists them all."
+            )
+            return
+        if self.rhs is None:
+            self.caller.msg(self.in_detail(assistant, attribute, script.get_config(attribute)))
+            return
+        try:
+            value = parse_value(attribute, self.rhs)
+            script.set_config(attribute, value)
+        except ConfigError as err:
+            self.caller.msg(f"{err}; nothing changed.")
+            return
+        self.caller.msg(in_full(f"{assistant.key}: {attribute} = ", value, self.client_width()))
+
+    def listing(self, assistant, config):
+        """Return every attribute as ``name = value`` (cut to one line) over its meaning."""
+        width = self.client_width()
+        lines = wrap(
+            f"Configuration of {assistant.key} (aiconfig {assistant.key}/<attribute> shows "
+            "one in full, with its default and what it allows):",
+            width,
+        )
+        for name, option in SCRIPT_CONFIG.items():
+            value = shortened(repr(config[name]), width - len(f"{name} = "))
+            lines.append(f"|w{name}|n = {raw(value)}")
+            lines += wrap(
+                option.description, width, initial_indent=INDENT, subsequent_indent=INDENT
+            )
+        return "\n".join(lines)
+
+    def in_detail(self, assistant, name, value):
+        """Return one attribute's value and default in full, what it allows and its meaning."""
+        width = self.client_width()
+        option = SCRIPT_CONFIG[name]
+        lines = [
+            in_full(f"{assistant.key}/{name} = ", value, width),
+            in_full("default: ", option.default, width),
+            *wrap(f"allowed: {option.allowed}", width, subsequent_indent=INDENT),
+            *wrap(f"meaning: {option.description}", width, subsequent_indent=INDENT),
+        ]
+        return "\n".join(lines)
 
 
 def summary_block(message):
@@ -193,7 +255,7 @@ def summary_block(message):
     )
 
 
-def preview(message, width=PREVIEW_CHARS):
+def preview(message, width):
     """Return one line of at most ``width`` characters that stands for ``message``."""
     metadata = message.get("metadata") or {}
     if is_summary(message):
@@ -205,8 +267,7 @@ def preview(message, width=PREVIEW_CHARS):
         text = " ".join(f"→ {tool_call_text(call)}" for call in message["tool_calls"])
     else:
         text = message.get("content") or ""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shortened(" ".join(text.split()), width)
 
 
 def when(iso):
@@ -214,17 +275,15 @@ def when(iso):
     return iso[:19].replace("T", " ") if iso else "never"
 
 
-def message_table(messages):
-    """Return an EvTable of history messages: position, id, role, tokens and a preview."""
-    table = EvTable("|w#|n", "|wid|n", "|wrole|n", "|wtokens|n", "|wpreview|n", border="header")
-    for message in messages:
-        table.add_row(
-            message["position"],
-            message["id"],
-            message["role"],
-            message["token_count"],
-            preview(message),
-        )
+def message_table(messages, width):
+    """Return an EvTable of history messages within ``width``: row id, role, tokens, preview."""
+    headers = ("row id", "role", "tokens")
+    rows = [(str(msg["id"]), msg["role"], str(msg["token_count"])) for msg in messages]
+    # A column is as wide as its widest cell and a space either side; the preview gets the rest.
+    room = width - sum(max(map(len, column)) + 2 for column in zip(headers, *rows)) - 2
+    table = EvTable(*(f"|w{header}|n" for header in headers), "|wpreview|n", border="header")
+    for message, row in zip(messages, rows):
+        table.add_row(*row, preview(message, room))
     return table
 
 
@@ -252,7 +311,9 @@ class CmdAiHistory(MuxCommand):
     Without a name, the only assistant in the room is shown. The plain form shows
     how full the context is against the compaction thresholds, each live summary
     in full with its metadata, the journal's synthesis entries, then the live
-    history; in it, summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k".
+    history, oldest first: each message's row id, role, tokens and a preview; in
+    it, summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k", and a
+    summary's row id is the one aihistory/archived takes.
 
     Examples:
       aihistory
@@ -321,7 +382,13 @@ class CmdAiHistory(MuxCommand):
             if entry.get("source_type") == "compaction"
         ]
         lines.append(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.")
-        lines.append(str(message_table(messages)) if messages else "No live history.")
+        if messages:
+            lines.append(
+                "Live history (aihistory/archived <row id> shows what a summary replaced):"
+            )
+            lines.append(str(message_table(messages, self.client_width())))
+        else:
+            lines.append("No live history.")
         return "\n".join(lines)
 
     def journal(self, assistant):
@@ -396,7 +463,8 @@ class CmdAiHistory(MuxCommand):
         messages = script.history.archived_by(summary_id)
         return (
             f"{summary_block(row_to_message(summaries[summary_id]))}\n"
-            f"Messages replaced by summary {summary_id}:\n{message_table(messages)}"
+            f"Messages replaced by summary {summary_id}:\n"
+            f"{message_table(messages, self.client_width())}"
         )
 
 

@@ -7,6 +7,7 @@ keeps the two in step. ``AI_*`` Django settings are server-wide defaults, read w
 """
 
 import re
+from ast import literal_eval
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,6 +19,22 @@ class ConfigError(ValueError):
     """A configuration value was refused; the message names the attribute and its range."""
 
 
+def accepts(kind, allowed):
+    """Return a decorator recording on a check what it accepts, for builders and for ``Option``.
+
+    Args:
+        kind (type): The type of value the check takes (bool, int, float, str, list or dict);
+            ``Option.read`` reads a builder's text by it.
+        allowed (str): What the check allows, such as ``"a number in (0, 1]"``.
+    """
+
+    def mark(check):
+        check.kind, check.allowed = kind, allowed
+        return check
+
+    return mark
+
+
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -26,32 +43,36 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@accepts(float, "a number in (0, 1]")
 def fraction(value):
     """Accept a number in (0, 1]."""
     if not (_is_number(value) and 0 < value <= 1):
-        raise ValueError("must be a number in (0, 1]")
+        raise ValueError(f"must be {fraction.allowed}")
 
 
+@accepts(bool, "True or False")
 def boolean(value):
     """Accept True or False."""
     if not isinstance(value, bool):
-        raise ValueError("must be True or False")
+        raise ValueError(f"must be {boolean.allowed}")
 
 
 def int_range(low, high=None):
     """Return a check accepting whole numbers from ``low`` to ``high`` (no upper bound if None)."""
+    bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
 
+    @accepts(int, f"a whole number {bound}")
     def check(value):
         if not _is_int(value) or value < low or (high is not None and value > high):
-            bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-            raise ValueError(f"must be a whole number {bound}")
+            raise ValueError(f"must be {check.allowed}")
 
     return check
 
 
 def optional(check):
-    """Return a check that also accepts None."""
+    """Return a check that also accepts None (``check`` is marked with ``accepts``)."""
 
+    @accepts(check.kind, f"None or {check.allowed}")
     def check_optional(value):
         if value is not None:
             check(value)
@@ -59,12 +80,14 @@ def optional(check):
     return check_optional
 
 
+@accepts(str, "a non-empty string")
 def text(value):
     """Accept a non-empty string."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty string")
+        raise ValueError(f"must be {text.allowed}")
 
 
+@accepts(str, "a litellm model string such as 'openai/gpt-4o-mini'")
 def model_string(value):
     """Accept a litellm model string that litellm can route."""
     from .litellm_loader import check_model
@@ -72,14 +95,16 @@ def model_string(value):
     check_model(value)
 
 
+@accepts(dict, "a dict of context type -> {field: value} (see docs/context.md)")
 def context_overrides(value):
-    """Accept per-context overrides: context type -> {ContextConfig field: value}."""
+    """Accept per-context overrides: context type -> {ContextConfig field: value}.
+
+    Raises:
+        ConfigError: naming the attribute, the context and the field refused.
+    """
     from .prompt_contexts import check_context_overrides
 
-    try:
-        check_context_overrides(value)
-    except ConfigError as err:
-        raise ValueError(str(err)) from err
+    check_context_overrides(value)
 
 
 def _is_json_value(value):
@@ -106,12 +131,13 @@ def env_var_name(value):
 
 def number_range(low, high, low_open=False):
     """Return a check accepting numbers from ``low`` to ``high`` (``low`` excluded if open)."""
+    bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
 
+    @accepts(float, f"a number in {bound}")
     def check(value):
         above = value > low if low_open else value >= low
         if not (_is_number(value) and above and value <= high):
-            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-            raise ValueError(f"must be a number in {bound}")
+            raise ValueError(f"must be {check.allowed}")
 
     return check
 
@@ -137,12 +163,14 @@ RESERVED_MODEL_OPTIONS = {
 }
 
 
+@accepts(
+    dict,
+    "a dict of litellm options such as {'api_base': 'http://127.0.0.1:11434', 'temperature': 0.3}",
+)
 def model_options(value):
     """Accept litellm keyword arguments for a model: known options checked, others passed on."""
     if not isinstance(value, dict):
-        raise ValueError(
-            "must be a dict such as {'api_base': 'http://127.0.0.1:11434', 'temperature': 0.3}"
-        )
+        raise ValueError(f"must be {model_options.allowed}")
     for key, item in value.items():
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"has key {key!r}, which is not a litellm keyword argument name")
@@ -167,10 +195,11 @@ EXECUTION_CONFIG_CHECKS = {
 }
 
 
+@accepts(dict, f"a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
 def execution_config(value):
     """Accept the layer-1 execution limits of seed 004 (a dict of known keys)."""
     if not isinstance(value, dict):
-        raise ValueError(f"must be a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
+        raise ValueError(f"must be {execution_config.allowed}")
     for key, item in value.items():
         if key not in EXECUTION_CONFIG_CHECKS:
             raise ValueError(
@@ -182,6 +211,10 @@ def execution_config(value):
             raise ValueError(f"[{key!r}] {err}") from err
 
 
+# The words a builder may type for True and False, in any case.
+BOOLEAN_WORDS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
+
+
 @dataclass(frozen=True)
 class Option:
     """One configuration attribute: its default, its check and what it means."""
@@ -189,6 +222,38 @@ class Option:
     default: Any
     check: Callable[[Any], None]
     description: str
+
+    @property
+    def allowed(self):
+        """What the attribute accepts, as a builder types it (see ``read``)."""
+        return (
+            "yes or no (or true/false, on/off)" if self.check.kind is bool else self.check.allowed
+        )
+
+    def read(self, text):
+        """Return a builder's text as a value of this attribute's kind, not yet checked.
+
+        True/false attributes take yes/no, true/false or on/off in any case; text attributes
+        take the text as it is (a quoted string is unquoted, None is None); the others take
+        a Python literal.
+
+        Raises:
+            ValueError: the text is no value of this attribute's kind.
+        """
+        text = text.strip()
+        if self.check.kind is bool:
+            if text.lower() not in BOOLEAN_WORDS:
+                raise ValueError(f"must be {self.allowed}")
+            return BOOLEAN_WORDS[text.lower()]
+        try:
+            value = literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            if self.check.kind is not str:
+                raise ValueError(f"must be {self.allowed}") from None
+            return text
+        if self.check.kind is str and not (value is None or isinstance(value, str)):
+            return text
+        return value
 
 
 SCRIPT_CONFIG = {
@@ -301,6 +366,18 @@ def checked_setting(name, check):
     return value
 
 
+def parse_value(name, text):
+    """Return a builder's text as a value of the attribute ``name`` (see ``Option.read``).
+
+    Raises:
+        ConfigError: naming the attribute, the text and what is allowed.
+    """
+    try:
+        return SCRIPT_CONFIG[name].read(text)
+    except ValueError as err:
+        raise ConfigError(f"{name}={text.strip()!r} refused: {err}") from err
+
+
 def check_value(name, value):
     """Check one attribute's value on its own.
 
@@ -311,6 +388,8 @@ def check_value(name, value):
         raise ConfigError(f"unknown configuration attribute {name!r}")
     try:
         SCRIPT_CONFIG[name].check(value)
+    except ConfigError:
+        raise  # A check that raises ConfigError names the attribute itself.
     except ValueError as err:
         raise ConfigError(f"{name}={value!r} refused: {err}") from err
 

@@ -11,7 +11,16 @@ from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
-from .config import ConfigError, boolean, check_value, default_value, int_range, optional, text
+from .config import (
+    ConfigError,
+    accepts,
+    boolean,
+    check_value,
+    default_value,
+    int_range,
+    optional,
+    text,
+)
 from .prompt_components import (
     COMPONENT_CHARACTER_CONTEXT,
     COMPONENT_CONTEXT_BUFFER,
@@ -236,9 +245,10 @@ DEFAULT_CONTEXT_CONFIGS = {
 # overrides --------------------------------------------------------------------------------
 
 
+@accepts(list, "a list of non-empty strings")
 def _string_list(value):
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise ValueError("must be a list of non-empty strings")
+        raise ValueError(f"must be {_string_list.allowed}")
 
 
 def _component_ids(value):
@@ -249,6 +259,7 @@ def _component_ids(value):
         raise ValueError(f"must be a list of component IDs from 0 to {MAX_COMPONENT_ID}")
 
 
+@accepts(list, "a list of tool categories")
 def _tool_categories(value):
     # Imported here: the tools package may come to import this module.
     from .tools.base import TOOL_CATEGORIES

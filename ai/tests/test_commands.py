@@ -1,6 +1,9 @@
 """In-game commands: talk, aimode, aiconfig, aiconfirm, and their locks."""
 
+from evennia.utils.utils import display_len
+
 from ai.commands import CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
+from ai.config import SCRIPT_CONFIG
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
@@ -45,11 +48,99 @@ class TestAiMode(AssistantCommandTestCase):
         self.assertFalse(CmdAiMode().access(self.char2, "cmd"))
 
 
+LONG_OPTIONS = {
+    "api_base": "http://127.0.0.1:8080/v1",
+    "api_key_env": "LOCAL_KEY",
+    "timeout": 600,
+    "temperature": 0.2,
+    "max_tokens": 300,
+    "tools_as_text": True,
+}
+LONG_PROMPT = (
+    "Summarize the conversation for |rlater|n.\n\nKeep every fact: "
+    + "names, numbers, promises and places, " * 6
+)
+
+
+def words(text):
+    """Return ``text`` with its whitespace runs made single spaces (wrapping undone)."""
+    return " ".join(text.split())
+
+
 class TestAiConfig(AssistantCommandTestCase):
-    def test_shows_the_configuration(self):
-        output = self.call(CmdAiConfig(), "Helper")
-        self.assertIn("compact_sleep_threshold", output)
-        self.assertIn("0.7", output)
+    def assert_fits(self, output, width=78):
+        for line in output.splitlines():
+            self.assertLessEqual(display_len(line), width, line)
+
+    def test_lists_every_attribute_within_78_columns(self):
+        self.script.set_config("llm_options", LONG_OPTIONS)
+        self.script.set_config("compact_prompt", LONG_PROMPT)
+        output = self.call(CmdAiConfig(), "Helper", "Configuration of Helper (aiconfig Helper/")
+        self.assert_fits(output)
+        lines = output.splitlines()
+        self.assertIn("compact_sleep_threshold = 0.7", lines)
+        self.assertIn("execution_config = {'multi_action_enabled': True, ", output)
+        options = next(line for line in lines if line.startswith("llm_options = "))
+        self.assertTrue(options.startswith("llm_options = {'api_base': 'http://127.0.0.1:8080"))
+        self.assertTrue(options.endswith("…"), "a long value is cut with a marker")
+        prompt = next(line for line in lines if line.startswith("compact_prompt = "))
+        self.assertIn("'Summarize the conversation for |rlater|n.\\n\\nKeep", prompt)
+        for name, option in SCRIPT_CONFIG.items():
+            with self.subTest(name=name):
+                self.assertTrue(any(line.startswith(f"{name} = ") for line in lines))
+                self.assertIn(words(option.description), words(output))
+
+    def test_shows_one_attribute_in_full_with_its_default_range_and_meaning(self):
+        self.script.set_config("llm_options", LONG_OPTIONS)
+        output = self.call(CmdAiConfig(), "Helper/llm_options", "Helper/llm_options =\n")
+        self.assert_fits(output)
+        for key, value in LONG_OPTIONS.items():
+            self.assertIn(f"{key!r}: {value!r}", output)
+        self.assertIn("\ndefault: {}\n", output)
+        self.assertIn(
+            "allowed: a dict of litellm options such as {'api_base': "
+            "'http://127.0.0.1:11434', 'temperature': 0.3}",
+            words(output),
+        )
+        self.assertIn(f"meaning: {SCRIPT_CONFIG['llm_options'].description}", words(output))
+        self.call(
+            CmdAiConfig(),
+            "Helper/compact_sleep_threshold",
+            "Helper/compact_sleep_threshold = 0.7\ndefault: 0.7\nallowed: a number in (0, 1]\n"
+            "meaning: Compact during sleep at this usage",
+        )
+        self.call(
+            CmdAiConfig(),
+            "Helper/compact_enabled",
+            "Helper/compact_enabled = True\ndefault: True\n"
+            "allowed: yes or no (or true/false, on/off)",
+        )
+
+    def test_shows_long_text_whole_wrapped_and_uncoloured(self):
+        self.script.set_config("compact_prompt", LONG_PROMPT)
+        output = self.call(
+            CmdAiConfig(),
+            "Helper/compact_prompt",
+            "Helper/compact_prompt =\n    Summarize the conversation for |rlater|n.\n\n",
+        )
+        self.assert_fits(output)
+        self.assertIn(words(LONG_PROMPT), words(output))
+        self.assertIn("\ndefault: None\nallowed: None or a non-empty string\n", output)
+
+    def test_an_unknown_attribute_is_named_with_close_matches(self):
+        self.call(
+            CmdAiConfig(),
+            "Helper/compact_sleep",
+            "Helper has no configuration attribute 'compact_sleep'. Did you mean: "
+            "compact_sleep_threshold",
+        )
+        self.call(
+            CmdAiConfig(),
+            "Helper/xyzzy = 1",
+            "Helper has no configuration attribute 'xyzzy'. aiconfig Helper lists them all.",
+        )
+        self.assertFalse(self.script.attributes.has("xyzzy"))
+        self.call(CmdAiConfig(), "Helper = 3", "Usage: aiconfig <assistant>/<attribute> = <value>")
 
     def test_sets_a_valid_value(self):
         self.call(
@@ -59,16 +150,68 @@ class TestAiConfig(AssistantCommandTestCase):
         )
         self.assertEqual(self.script.db.compact_preserve_window, 12)
 
-    def test_refuses_a_bad_value_naming_the_range(self):
+    def test_reads_yes_no_for_switches_and_plain_text_for_text(self):
+        for word, expected in (("no", False), ("YES", True), ("off", False), ("On", True)):
+            with self.subTest(word=word):
+                self.call(
+                    CmdAiConfig(),
+                    f"Helper/compact_enabled = {word}",
+                    f"Helper: compact_enabled = {expected}",
+                )
+                self.assertIs(self.script.db.compact_enabled, expected)
+        self.call(CmdAiConfig(), "Helper/compact_notify_room = true")
+        self.assertIs(self.script.db.compact_notify_room, True)
+        self.call(CmdAiConfig(), "Helper/compact_notify_room = False")
+        self.assertIs(self.script.db.compact_notify_room, False)
         self.call(
             CmdAiConfig(),
-            "Helper/compact_sleep_threshold = 2",
-            "Refused: compact_sleep_threshold=2 refused: must be a number in (0, 1]",
+            "Helper/llm_model = openai/gpt-4o-mini",
+            "Helper: llm_model = 'openai/gpt-4o-mini'",
         )
-        self.call(
-            CmdAiConfig(), "Helper/llm_model = gpt nope", "'gpt nope' is not a Python literal"
-        )
-        self.assertEqual(self.script.db.compact_sleep_threshold, 0.7)
+        self.assertEqual(self.script.db.llm_model, "openai/gpt-4o-mini")
+        self.call(CmdAiConfig(), "Helper/llm_model = 'offline/assistant'")
+        self.assertEqual(self.script.db.llm_model, "offline/assistant")
+        self.call(CmdAiConfig(), "Helper/thinking_emote = {name} hums, then 42.")
+        self.assertEqual(self.script.db.thinking_emote, "{name} hums, then 42.")
+        self.call(CmdAiConfig(), "Helper/thinking_emote = 42")
+        self.assertEqual(self.script.db.thinking_emote, "42")
+        self.call(CmdAiConfig(), "Helper/thinking_emote = None", "Helper: thinking_emote = None")
+        self.assertIsNone(self.script.db.thinking_emote)
+        self.call(CmdAiConfig(), "Helper/llm_options = {'temperature': 0.3}")
+        self.assertEqual(self.script.db.llm_options, {"temperature": 0.3})
+        self.call(CmdAiConfig(), "Helper/compact_sleep_threshold = 0.6")
+        self.assertEqual(self.script.db.compact_sleep_threshold, 0.6)
+
+    def test_refuses_a_bad_value_once_naming_the_range_and_changes_nothing(self):
+        cases = [
+            (
+                "compact_sleep_threshold = 2",
+                "compact_sleep_threshold=2 refused: must be a number in (0, 1]; nothing changed.",
+            ),
+            (
+                "compact_enabled = maybe",
+                "compact_enabled='maybe' refused: must be yes or no (or true/false, on/off); "
+                "nothing changed.",
+            ),
+            (
+                "compact_preserve_window = many",
+                "compact_preserve_window='many' refused: must be a whole number of at least 1; "
+                "nothing changed.",
+            ),
+            (
+                "context_overrides = {'tick_event': {'max_iterations': 0}}",
+                "context_overrides['tick_event']['max_iterations']=0 refused: must be a whole "
+                "number from 1 to 10; nothing changed.",
+            ),
+            ("llm_model = gpt nope", "llm_model='gpt nope' refused: litellm knows no provider"),
+        ]
+        before = {name: self.script.attributes.get(name) for name in SCRIPT_CONFIG}
+        for args, message in cases:
+            with self.subTest(args=args):
+                output = self.call(CmdAiConfig(), f"Helper/{args}", message)
+                self.assertEqual(output.lower().count("refused"), 1, output)
+                self.assertTrue(output.endswith("; nothing changed."), output)
+        self.assertEqual({name: self.script.attributes.get(name) for name in SCRIPT_CONFIG}, before)
 
     def test_locked_to_builders(self):
         self.assertFalse(CmdAiConfig().access(self.char2, "cmd"))

@@ -87,14 +87,23 @@ class TestAiHistory(CompactionCommandTestCase):
             output,
         )
         user, call, result = self.script.history.messages()
-        self.assertRegex(
-            output, rf"0 +{user['id']} +user +{user['token_count']} +Char says, \"I buried 40 gold"
+        self.assertIn(
+            "Live history (aihistory/archived <row id> shows what a summary replaced):\n"
+            " row id  role       tokens  preview",
+            output,
         )
         self.assertRegex(
-            output, rf"1 +{call['id']} +assistant +\d+ +→ look\(\{{\"target\": \"oak\"\}}\)"
+            output,
+            rf"\n {user['id']} +user +{user['token_count']} +Char says, \"I buried 40 gold",
         )
-        self.assertRegex(output, rf"2 +{result['id']} +tool +")
-        self.assertIn(("An old oak. " * 7)[:79] + "…", output)
+        self.assertRegex(
+            output, rf"\n {call['id']} +assistant +\d+ +→ look\(\{{\"target\": \"oak\"\}}\)"
+        )
+        table = output[output.index(" row id") :].splitlines()
+        self.assertEqual([len(line) for line in table if len(line) > 78], [])
+        cut = next(line for line in table if line.startswith(f" {result['id']} "))
+        self.assertRegex(cut, r" tool +\d+ +An old oak\. An old oak\. An old oak\. .*…")
+        self.assertEqual(len(cut.rstrip()), 77, "the preview fills the 78 columns")
         self.assertNotIn("Warning", output)
 
     def test_names_the_thresholds_crossed(self):
@@ -126,7 +135,7 @@ class TestAiHistory(CompactionCommandTestCase):
         output = self.call(CmdAiHistory(), "Helper")
         self.assertRegex(
             output,
-            rf"0 +{result['summary_id']} +system +{result['summary_tokens']} +\[CONTEXT SUMMARY\] "
+            rf"\n {result['summary_id']} +system +{result['summary_tokens']} +\[CONTEXT SUMMARY\] "
             rf"{result['compacted_messages']} msgs, manual, successive #1",
         )
         self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", output)
@@ -171,7 +180,7 @@ class TestAiHistory(CompactionCommandTestCase):
         self.tell_facts(FACTS * 5)
         output = self.call(CmdAiHistory(), "Helper")
         self.assertRegex(output, r"Page \[1/2\]")
-        self.assertIn(FACTS[0], output)
+        self.assertIn(FACTS[0][:40], output)
         self.assertIsNotNone(self.char1.ndb._more)
 
     def test_journal_lists_entries_newest_last_with_syntheses(self):
@@ -225,9 +234,11 @@ class TestAiHistory(CompactionCommandTestCase):
         kept, replaced = output.split(f"Messages replaced by summary {result['summary_id']}:")
         self.assertTrue(kept.startswith(f"Summary {result['summary_id']} (manual, "))
         self.assertIn("Char: I buried 40 gold coins", kept, "what the summary kept")
+        self.assertTrue(replaced.startswith("\n row id  role       tokens  preview"))
+        self.assertEqual([line for line in replaced.splitlines() if len(line) > 78], [])
         for fact in FACTS[:5]:
-            self.assertIn(fact, replaced)
-        self.assertNotIn(FACTS[5], output)
+            self.assertIn(fact[:40], replaced)
+        self.assertNotIn(FACTS[5][:40], output)
         self.call(CmdAiHistory(), f"/archived {result['summary_id']}", "Summary ")
 
     def test_archived_refuses_what_is_not_this_assistants_summary(self):

@@ -1,8 +1,9 @@
 """Configuration: defaults from the seeds, clear refusals, ticks that survive bad values."""
 
+from unittest import TestCase
 from unittest.mock import patch
 
-from ai.config import SCRIPT_CONFIG, ConfigError
+from ai.config import SCRIPT_CONFIG, ConfigError, parse_value
 
 from .support import AssistantTestCase
 
@@ -102,6 +103,62 @@ class TestRefusals(AssistantTestCase):
     def test_raising_sleep_above_emergency_is_refused(self):
         with self.assertRaisesRegex(ConfigError, "compact_emergency_threshold=0.8 refused"):
             self.script.set_config("compact_sleep_threshold", 0.85)
+
+    def test_a_refused_context_override_says_refused_once(self):
+        with self.assertRaisesRegex(
+            ConfigError,
+            r"^context_overrides\['tick_event'\]\['max_iterations'\]=0 refused: must be a whole "
+            r"number from 1 to 10$",
+        ):
+            self.script.set_config("context_overrides", {"tick_event": {"max_iterations": 0}})
+
+
+class TestReadingBuildersText(TestCase):
+    def test_each_attribute_reads_text_by_its_kind(self):
+        cases = [
+            ("compact_enabled", "Yes", True),
+            ("compact_enabled", "OFF", False),
+            ("compact_enabled", " true ", True),
+            ("compact_enabled", "False", False),
+            ("llm_model", "openai/gpt-4o-mini", "openai/gpt-4o-mini"),
+            ("llm_model", "'openai/gpt-4o-mini'", "openai/gpt-4o-mini"),
+            ("llm_model", "None", None),
+            ("compact_prompt", "Keep names, numbers = facts.", "Keep names, numbers = facts."),
+            ("thinking_emote", "[{name} hums]", "[{name} hums]"),
+            ("thinking_emote", "3", "3"),
+            ("compact_sleep_threshold", "0.6", 0.6),
+            ("max_context_tokens", "None", None),
+            ("compact_preserve_window", "12", 12),
+            ("llm_options", "{'temperature': 0.3}", {"temperature": 0.3}),
+        ]
+        for name, text, value in cases:
+            with self.subTest(name=name, text=text):
+                self.assertEqual(parse_value(name, text), value)
+                self.assertIs(type(parse_value(name, text)), type(value))
+
+    def test_text_of_no_kind_the_attribute_takes_is_refused_with_what_it_allows(self):
+        cases = [
+            ("compact_enabled", "1", r"^compact_enabled='1' refused: must be yes or no"),
+            ("compact_preserve_window", "twelve", r"must be a whole number of at least 1$"),
+            ("max_context_tokens", "none", r"must be None or a whole number of at least 256$"),
+            ("llm_options", "{[1]: 2}", r"^llm_options='\{\[1\]: 2\}' refused: must be a dict"),
+        ]
+        for name, text, message in cases:
+            with self.subTest(name=name, text=text):
+                with self.assertRaisesRegex(ConfigError, message):
+                    parse_value(name, text)
+
+    def test_every_attribute_says_what_it_allows(self):
+        self.assertEqual(SCRIPT_CONFIG["compact_sleep_threshold"].allowed, "a number in (0, 1]")
+        self.assertEqual(
+            SCRIPT_CONFIG["max_context_tokens"].allowed, "None or a whole number of at least 256"
+        )
+        self.assertEqual(
+            SCRIPT_CONFIG["compact_enabled"].allowed, "yes or no (or true/false, on/off)"
+        )
+        for name, option in SCRIPT_CONFIG.items():
+            with self.subTest(name=name):
+                self.assertTrue(option.allowed)
 
 
 class TestTickSurvivesBadStoredValues(AssistantTestCase):
