@@ -20,7 +20,7 @@ from .prompt_contexts import get_context_config, select_execution_pattern
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
 from .tools.communication import speak
-from .utils.echo import is_echo
+from .utils.echo import is_echo, repeats_itself
 from .utils.text_tool_calls import looks_like_markup
 
 
@@ -46,6 +46,8 @@ class LoopResult:
             they still looked like tool-call markup or code.
         echo_retries (int): Answers asked for again because they only repeated the
             player's line (once a turn; a second echo is withheld).
+        repeat_retries (int): Answers asked for again because they said what an earlier
+            reply said (once a turn; a second repeat is said).
         text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
         malformed_tool_calls (list): Text that looked like a tool call but was none.
     """
@@ -62,10 +64,19 @@ class LoopResult:
     unspoken: list = field(default_factory=list)
     withheld: list = field(default_factory=list)
     echo_retries: int = 0
+    repeat_retries: int = 0
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
 
 
+# Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
+# gave "I'm glad you're doing well, <name>!" to 30 messages in a row once it had said it).
+REPEAT_NUDGE = (
+    "You said that already, to an earlier message. Reply to what {speaker} just said, in "
+    "new words."
+)
+# Earlier replies compared with a new one.
+RECENT_REPLIES = 3
 # Sent once, after an answer that only repeated the player's line (Qwen2.5-Coder-1.5B did
 # that to a fact stated with a greeting: "Hello Helper! I buried 40 gold coins...").
 ECHO_NUDGE = (
@@ -186,11 +197,13 @@ def run_react_loop(
         if thinking:
             thinking.watch(calling)
         answer = yield calling
-        if config.speaks and event and not result.echo_retries and _echoes(answer, event):
-            result.echo_retries += 1
-            nudge = {"role": "user", "content": ECHO_NUDGE.format(speaker=_speaker(event))}
+        nudge = _nudge(answer, event, turn.history(), result) if config.speaks and event else None
+        if nudge:
             answer = yield call_llm(
-                script, prompt.messages + [nudge], tools=schemas, purpose=purpose
+                script,
+                prompt.messages + [{"role": "user", "content": nudge}],
+                tools=schemas,
+                purpose=purpose,
             )
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
@@ -216,22 +229,40 @@ def run_react_loop(
     return result
 
 
+def _nudge(answer, event, history, result):
+    """Return what to ask the model once more when ``answer`` echoes or repeats, else None.
+
+    Asked once a turn: a second echo is withheld; a second repeat is said (the same
+    question may deserve the same answer).
+    """
+    if result.echo_retries or result.repeat_retries or not answer.ok:
+        return None
+    if _echoes(answer, event):
+        result.echo_retries += 1
+        return ECHO_NUDGE.format(speaker=_speaker(event))
+    earlier = [_said_in(m) for m in history if m["role"] == "assistant" and _said_in(m)]
+    if repeats_itself(_said_in(answer.as_message()), earlier[-RECENT_REPLIES:]):
+        result.repeat_retries += 1
+        return REPEAT_NUDGE.format(speaker=_speaker(event))
+    return None
+
+
 def _speaker(event):
     return event.get("speaker_name") or "the player"
 
 
-def _spoken_words(answer):
-    """Return what an answer would say: its text and its ``say`` messages."""
-    said = [answer.content or ""]
-    for call in answer.tool_calls if answer.ok else ():
+def _said_in(message):
+    """Return what an assistant message says: its text and its ``say`` calls' arguments."""
+    said = [message.get("content") or ""]
+    for call in message.get("tool_calls") or ():
         if call["function"]["name"] == "say":
             said.append(call["function"].get("arguments") or "")
-    return " ".join(said)
+    return " ".join(said).strip()
 
 
 def _echoes(answer, event):
     """Tell whether ``answer`` would only repeat the player's line back to them."""
-    return answer.ok and is_echo(_spoken_words(answer), event.get("text"))
+    return answer.ok and is_echo(_said_in(answer.as_message()), event.get("text"))
 
 
 def _speech(script, answer, config, event, result):

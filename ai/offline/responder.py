@@ -180,10 +180,14 @@ def extract_next_fact(messages, names):
 
 
 def _last_user_index(messages):
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return None
+    """Return the index of the last event line, else of the last user message, or None.
+
+    A user message after the event that is no event (the contrib asking again after an
+    echo) leaves the event the one to answer.
+    """
+    users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
+    events = [i for i in users if parse_event(messages[i].get("content"))[0] is not None]
+    return (events or users or [None])[-1]
 
 
 def respond(messages, tools=None):

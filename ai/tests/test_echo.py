@@ -2,7 +2,7 @@
 
 import pytest
 
-from ai.utils.echo import is_echo
+from ai.utils.echo import is_echo, repeats_itself
 
 CASES = [
     (
@@ -36,3 +36,24 @@ CASES = [
 @pytest.mark.parametrize("reply, line, expected", CASES)
 def test_is_echo(reply, line, expected):
     assert is_echo(reply, line) is expected
+
+
+@pytest.mark.parametrize(
+    "reply, earlier, repeated",
+    [
+        (
+            "I'm glad you're doing well, Bob! Let me know if you need anything else.",
+            ["I'm glad you're doing well, Alice! Let me know if you need anything else."],
+            True,
+        ),
+        (
+            "The ferry to Port Ashby leaves at six bells, Bob.",
+            ["Carol buried 40 gold coins under the old oak, Alice."],
+            False,
+        ),
+        ("Understood, Bob. I'll remember that.", ["Understood, Bob. I'll remember that."], False),
+        ("I'm glad you're doing well, Bob! Let me know if you need anything else.", [], False),
+    ],
+)
+def test_a_reply_said_before(reply, earlier, repeated):
+    assert repeats_itself(reply, earlier) is repeated

@@ -92,6 +92,16 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertEqual(result["loop"].withheld, ["Your horse is called Thunder."])
         self.assertNotIn("Thunder", self.heard_text())
 
+    def test_a_reply_said_before_is_asked_for_again_once(self):
+        stock = "I'm glad you're doing well, {}! Let me know if you need anything else."
+        self.tick_on(stock.format("Char"), text="Hello Helper, how are you?")
+        result = self.tick_on(stock.format("Char"), "Fine, Char: Thunder is a grand name!")
+        self.assertEqual(result["loop"].repeat_retries, 1)
+        self.assertIn("You said that already", self.llm.calls[1][-1]["content"])
+        self.assertEqual(result["reply"], "Fine, Char: Thunder is a grand name!")
+        again = self.tick_on(stock.format("Char"), stock.format("Char"), text="Nice day.")
+        self.assertEqual(again["reply"], stock.format("Char"), "a second repeat is said")
+
     def test_answers_and_short_lines_are_no_echo(self):
         result = self.tick_on("Your horse is called Thunder.", text="What is my horse called?")
         self.assertEqual(

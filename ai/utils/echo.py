@@ -1,4 +1,8 @@
-"""Telling whether a reply only repeats the line it answers (small models often do)."""
+"""Telling whether a reply only repeats the line it answers, or an earlier reply of its own.
+
+Small models do both: they restate the player's line, and once a stock reply is in their
+history they give it to every later message ("I'm glad you're doing well, Bob!").
+"""
 
 import re
 
@@ -26,3 +30,21 @@ def is_echo(reply, line):
     if (line or "").strip().endswith("?"):
         return (reply or "").strip().endswith("?") and covered >= 0.8
     return covered >= COVERED and len(got - said) / len(got) <= NEW_AT_MOST
+
+
+# A reply sharing this share of its words with an earlier one (a name aside) is a repeat...
+SAME_AS_BEFORE = 0.8
+# ...when it is this long at least: a short stock reply ("Understood, Bob.") may recur.
+MIN_REPEAT_WORDS = 8
+
+
+def repeats_itself(reply, earlier):
+    """Tell whether ``reply`` says again what one of the ``earlier`` replies said."""
+    got = set(_WORD.findall((reply or "").lower()))
+    if len(got) < MIN_REPEAT_WORDS:
+        return False
+    for before in earlier:
+        seen = set(_WORD.findall((before or "").lower()))
+        if seen and len(got & seen) / len(got | seen) >= SAME_AS_BEFORE:
+            return True
+    return False
