@@ -16,7 +16,7 @@ from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
-from .audience import with_audience
+from .audience import describe_audience, message_audience, with_audience
 from .config import SCRIPT_CONFIG, ConfigError, parse_value
 from .helpers.journal import journal_entries
 from .history import row_to_message
@@ -246,7 +246,8 @@ def summary_block(message):
     metadata = message["metadata"]
     text = message["content"].removeprefix(SUMMARY_MARKER).strip()
     return (
-        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, compaction "
+        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, "
+        f"{describe_audience(message_audience(message))}, compaction "
         f"#{metadata.get('successive_compactions', 1)} in a row, "
         f"{when(metadata.get('compacted_at'))}): replaced "
         f"{metadata.get('compacted_count', '?')} messages, "
@@ -267,6 +268,9 @@ def preview(message, width):
         text = " ".join(f"→ {tool_call_text(call)}" for call in message["tool_calls"])
     else:
         text = message.get("content") or ""
+    audience = message_audience(message)
+    if audience:  # what was whispered is marked, for builders alone see it
+        text = f"({describe_audience(audience)}) {text}"
     return shortened(" ".join(text.split()), width)
 
 
@@ -313,7 +317,9 @@ class CmdAiHistory(MuxCommand):
     in full with its metadata, the journal's synthesis entries, then the live
     history, oldest first: each message's row id, role, tokens and a preview; in
     it, summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k", and a
-    summary's row id is the one aihistory/archived takes.
+    summary's row id is the one aihistory/archived takes. What was whispered to
+    the assistant (and its answer) is marked "(private to #dbref)": players
+    never see it, builders do.
 
     Examples:
       aihistory
@@ -409,7 +415,8 @@ class CmdAiHistory(MuxCommand):
             table.add_row(
                 entry["id"],
                 entry.get("importance", "?"),
-                entry.get("source_type", "?"),
+                entry.get("source_type", "?")
+                + (f" ({describe_audience(entry['audience'])})" if entry.get("audience") else ""),
                 ", ".join(entry.get("tags") or ()),
                 entry["content"],
             )

@@ -202,3 +202,19 @@ class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
 
 def sent_text_of(call):
     return "\n".join(str(message.get("content")) for message in call)
+
+
+class TestBuildersSeeWhatIsPrivate(PrivacyTestCase):
+    def test_aihistory_marks_whispered_messages_and_entries(self):
+        from evennia.utils.ansi import strip_ansi
+
+        from ai.commands import AssistantCmdSet
+
+        self.whisper_secret()
+        self.char1.cmdset.add(AssistantCmdSet)
+        self.char1.execute_cmd("aihistory Helper")
+        self.char1.execute_cmd("aihistory/journal Helper")
+        shown = strip_ansi("\n".join(map(str, self.char1_heard)))
+        marked = f"(private to {self.char1.dbref}) Char whispers to you"
+        self.assertIn(marked, shown)
+        self.assertIn(f"conversation (private to {self.char1.dbref})", shown)
