@@ -245,9 +245,10 @@ def summary_block(message):
     """Return a summary message's metadata on one line, then its whole text."""
     metadata = message["metadata"]
     text = message["content"].removeprefix(SUMMARY_MARKER).strip()
+    audience = message_audience(message)
+    private = f"{describe_audience(audience)}, " if audience else ""
     return (
-        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, "
-        f"{describe_audience(message_audience(message))}, compaction "
+        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, {private}compaction "
         f"#{metadata.get('successive_compactions', 1)} in a row, "
         f"{when(metadata.get('compacted_at'))}): replaced "
         f"{metadata.get('compacted_count', '?')} messages, "
@@ -398,29 +399,23 @@ class CmdAiHistory(MuxCommand):
         return "\n".join(lines)
 
     def journal(self, assistant):
-        """Return the journal's entries, oldest first."""
+        """Return the journal's entries, oldest first, each in full within the client width."""
         entries = journal_entries(assistant)
         if not entries:
             return f"{assistant.key}'s journal is empty."
-        table = EvTable(
-            "|wid|n",
-            "|wimp|n",
-            "|wsource|n",
-            "|wtags|n",
-            "|wcontent|n",
-            border="header",
-            valign="t",
-        )
+        width = self.client_width()
+        blocks = [f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):"]
         for entry in entries:
-            table.add_row(
-                entry["id"],
-                entry.get("importance", "?"),
-                entry.get("source_type", "?")
-                + (f" ({describe_audience(entry['audience'])})" if entry.get("audience") else ""),
-                ", ".join(entry.get("tags") or ()),
-                entry["content"],
-            )
-        return f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):\n{table}"
+            about = [f"importance {entry.get('importance', '?')}", entry.get("source_type", "?")]
+            if entry.get("audience"):
+                about.append(describe_audience(entry["audience"]))
+            if entry.get("tags"):
+                about.append("tags: " + ", ".join(entry["tags"]))
+            header = raw(f"{entry['id']} ({'; '.join(about)})")
+            blocks += wrap(header, width, subsequent_indent=INDENT)
+            for line in entry["content"].splitlines():
+                blocks += wrap(raw(line), width, initial_indent=INDENT, subsequent_indent=INDENT)
+        return "\n".join(blocks)
 
     def compactions(self, assistant, script):
         """Return every compaction summary with its metadata, and the synthesis entries' ids."""

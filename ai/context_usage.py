@@ -101,5 +101,5 @@ def check_window_fits_frame(script, max_tokens):
     raise ConfigError(
         f"max_context_tokens={max_tokens} refused: the prompt without any history is "
         f"already {describe_frame(usage)}, over the {threshold:.0%} emergency threshold "
-        f"of that window, so every tick would compact in vain. Use at least {enough}."
+        f"of that window, so every tick would compact in vain; use at least {enough}"
     )

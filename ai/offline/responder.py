@@ -71,7 +71,8 @@ def _earlier_lines(messages, role):
         if message.get("role") != role:
             continue
         if role == "user":
-            yield parse_event(message.get("content"))
+            if event_verb(message.get("content")) != "emotes":  # a pose tells nothing
+                yield parse_event(message.get("content"))
         elif message is not messages[0]:
             content = message.get("content") or ""
             summary = content.startswith(SUMMARY_MARKER)

@@ -192,14 +192,21 @@ class TestAiHistory(CompactionCommandTestCase):
         synthesis = journal_entries(self.assistant)[-1]
         output = self.call(CmdAiHistory(), "/journal Helper")
         self.assertIn("Journal of Helper (2 entries, newest last):", output)
-        self.assertRegex(output, r"journal_\S+ +4 +conversation +char, food +Char likes apples\.")
         self.assertRegex(
             output,
-            rf"{synthesis['id']} +7 +compaction +compaction, synthesis +\[CONTEXT SYNTHESIS\] +\n",
+            r"journal_\S+ \(importance 4; conversation; tags: char, food\)\n"
+            r"    Char likes apples\.",
+        )
+        shown = " ".join(output.split())
+        self.assertIn(
+            f"{synthesis['id']} (importance 7; compaction; tags: compaction, synthesis) "
+            "[CONTEXT SYNTHESIS] ",
+            shown,
         )
         for line in synthesis["content"].splitlines():
-            self.assertIn(line, output, "each entry is shown in full")
+            self.assertIn(" ".join(line.split()), shown, "each entry is shown in full")
         self.assertLess(output.index("Char likes apples"), output.index(synthesis["id"]))
+        self.assertLessEqual(max(len(line) for line in output.splitlines()), 78)
 
     def test_compactions_lists_live_and_archived_summaries(self):
         self.call(CmdAiHistory(), "/compactions Helper", "Helper has never compacted its context.")

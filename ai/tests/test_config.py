@@ -54,7 +54,7 @@ class TestRefusals(AssistantTestCase):
             "max_context_tokens",
             600,
             r"max_context_tokens=600 refused: the prompt without any history is already \d+ "
-            r"tokens \(tool schemas \d+, .*every tick would compact in vain. Use at least \d+00",
+            r"tokens \(tool schemas \d+, .*every tick would compact in vain; use at least \d+00",
         ),
         ("pre_compact_max_iterations", 11, r"from 1 to 10"),
         (

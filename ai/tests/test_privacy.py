@@ -217,4 +217,4 @@ class TestBuildersSeeWhatIsPrivate(PrivacyTestCase):
         shown = strip_ansi("\n".join(map(str, self.char1_heard)))
         marked = f"(private to {self.char1.dbref}) Char whispers to you"
         self.assertIn(marked, shown)
-        self.assertIn(f"conversation (private to {self.char1.dbref})", shown)
+        self.assertIn(f"conversation; private to {self.char1.dbref};", shown)
