@@ -49,6 +49,7 @@ eval-local: $(GAME_CONFIGURED)
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
 	$(BIN)/python bench/compaction.py
+	$(BIN)/python bench/journal.py
 
 # The sdist and the wheel (`pip install build/dist/evennia_ai-*.whl`); build fetches
 # setuptools from the package index into an isolated environment.

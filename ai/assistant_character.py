@@ -1,4 +1,4 @@
-"""AssistantCharacter: the assistant's body in the world, its journal, and its ears."""
+"""AssistantCharacter: the assistant's body in the world, and its ears."""
 
 from collections import deque
 
@@ -15,7 +15,6 @@ class AssistantCharacter(DefaultCharacter):
 
     def at_object_creation(self):
         super().at_object_creation()
-        self.db.journal = {"entries": [], "consolidated_entry_ids": []}
         self.db.entity_profiles = {}
         self.scripts.add(AssistantScript, key="assistant_script")
 

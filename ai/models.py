@@ -80,3 +80,49 @@ class TokenCalibration(models.Model):
 
     def __str__(self):
         return f"{self.model}: x{self.factor:.2f} ({len(self.samples)} samples)"
+
+
+class JournalEntry(models.Model):
+    """One entry of an assistant's journal, in the seeds' format (see ``helpers.journal``).
+
+    A table rather than a list in ``character.db``: a write is one INSERT whatever the
+    journal's length, and a search reads only the entries that share a word with it.
+    """
+
+    db_object = models.ForeignKey(
+        "objects.ObjectDB", on_delete=models.CASCADE, related_name="ai_journal"
+    )
+    entry_id = models.CharField(max_length=128, help_text="The seeds' id, journal_<time>...")
+    timestamp = models.DateTimeField(default=timezone.now)
+    content = models.TextField()
+    normalized = models.CharField(
+        max_length=64, db_index=True, help_text="Digest of the content, to find a repeat."
+    )
+    source_type = models.CharField(max_length=32)
+    importance = models.PositiveSmallIntegerField(default=5)
+    tags = models.JSONField(default=list, blank=True)
+    source_message_ids = models.JSONField(default=list, blank=True)
+    audience = models.JSONField(
+        null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
+    )
+    consolidated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ("id",)
+        constraints = [
+            models.UniqueConstraint(fields=("db_object", "entry_id"), name="ai_entry_id_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.entry_id}: {self.content[:40]}"
+
+
+class JournalWord(models.Model):
+    """One word of one journal entry: the inverted index that journal search reads."""
+
+    entry = models.ForeignKey(JournalEntry, on_delete=models.CASCADE, related_name="words")
+    db_object_id = models.IntegerField(help_text="The entry's owner, to search one journal.")
+    word = models.CharField(max_length=64)
+
+    class Meta:
+        indexes = [models.Index(fields=("db_object_id", "word"), name="ai_journal_word_idx")]

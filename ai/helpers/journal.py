@@ -1,35 +1,54 @@
-"""The assistant's journal: ``character.db.journal = {"entries": [...], ...}``.
+"""The assistant's journal: one :class:`~ai.models.JournalEntry` row per entry.
 
 Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_type``,
 ``importance`` (1-10) and ``tags``, plus ``source_message_ids`` naming the history messages
 an entry came from and, for what was learned in private, ``audience`` (who may hear it; see
-``ai.audience``). Each write is bounded in size.
+``ai.audience``). Each write is bounded in size, and costs the same whatever the journal's
+length: one entry row and one row per distinct word (the index that search reads).
 """
 
+import hashlib
 import re
 
+from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
-from evennia.utils.dbserialize import deserialize
 
 from ..audience import may_hear
+from ..models import JournalEntry, JournalWord
 
 MAX_ENTRY_CHARS = 2000
 _WORD = re.compile(r"\w+")
 # Words this short ("a", "of", "is") would match nearly every entry.
 _MIN_WORD = 3
+# Entries a search scores in Python at most: the best by shared words, then by substring.
+_CANDIDATES = 200
 
 
-def get_journal(character):
-    """Return a plain copy of the character's journal dict (empty if it has none)."""
-    journal = deserialize(character.db.journal) or {}
-    journal.setdefault("entries", [])
-    journal.setdefault("consolidated_entry_ids", [])
-    return journal
+def as_entry(row):
+    """Return a journal row as the seeds' entry dict (``audience`` only when private)."""
+    entry = {
+        "id": row.entry_id,
+        "timestamp": row.timestamp.isoformat(),
+        "content": row.content,
+        "source_type": row.source_type,
+        "importance": row.importance,
+        "tags": list(row.tags or ()),
+        "source_message_ids": list(row.source_message_ids or ()),
+    }
+    if row.audience:
+        entry["audience"] = list(row.audience)
+    return entry
 
 
 def journal_entries(character):
     """Return the journal's entries as a plain list (oldest first)."""
-    return get_journal(character)["entries"]
+    return [as_entry(row) for row in JournalEntry.objects.filter(db_object_id=character.id)]
+
+
+def count_entries(character):
+    """Return how many entries the journal holds (one indexed count)."""
+    return JournalEntry.objects.filter(db_object_id=character.id).count()
 
 
 def add_entry(
@@ -51,7 +70,8 @@ def add_entry(
         source_type (str): Where it came from (``conversation``, ``compaction``, ...).
         importance (int): 1 (trivial) to 10 (vital).
         tags (iterable): Short labels.
-        entry_id (str, optional): The id; ``journal_<timestamp>_<n>`` by default.
+        entry_id (str, optional): The id; ``journal_<timestamp>`` by default, with ``_2``,
+            ``_3``... when taken.
         source_message_ids (iterable): Ids of the history messages it came from.
         max_chars (int or None): The content's length limit; None for none (a compaction's
             synthesis is as long as its summary).
@@ -68,22 +88,40 @@ def add_entry(
     if not isinstance(importance, int) or isinstance(importance, bool) or not 1 <= importance <= 10:
         raise ValueError("importance must be a whole number from 1 to 10")
     now = timezone.now()
-    journal = get_journal(character)
-    entries = journal["entries"]
-    entry = {
-        "id": unique_id(entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}", entries),
-        "timestamp": now.isoformat(),
-        "content": content,
-        "source_type": source_type,
-        "importance": importance,
-        "tags": list(tags),
-        "source_message_ids": list(source_message_ids),
-    }
-    if audience:
-        entry["audience"] = sorted(audience)
-    entries.append(entry)
-    character.db.journal = journal
-    return entry
+    tags = [str(tag) for tag in tags]
+    with transaction.atomic():
+        row = JournalEntry.objects.create(
+            db_object_id=character.id,
+            entry_id=unique_id(character, entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}"),
+            timestamp=now,
+            content=content,
+            normalized=digest(content),
+            source_type=source_type,
+            importance=importance,
+            tags=tags,
+            source_message_ids=list(source_message_ids),
+            audience=sorted(audience) if audience else None,
+        )
+        JournalWord.objects.bulk_create(
+            JournalWord(entry=row, db_object_id=character.id, word=word)
+            for word in indexed_words(content, tags)
+        )
+    return as_entry(row)
+
+
+def unique_id(character, wanted):
+    """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if the journal already has it."""
+    # A range on the indexed id rather than LIKE, which SQLite cannot answer from an index.
+    taken = set(
+        JournalEntry.objects.filter(
+            db_object_id=character.id, entry_id__gte=wanted, entry_id__lt=f"{wanted}\x7f"
+        ).values_list("entry_id", flat=True)
+    )
+    candidate, number = wanted, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{wanted}_{number}"
+    return candidate
 
 
 def find_same(character, content, audience=None):
@@ -91,11 +129,8 @@ def find_same(character, content, audience=None):
 
     Case, spacing and the end stop aside.
     """
-    wanted = _normalized(content)
-    return next(
-        (e for e in visible_entries(character, audience) if _normalized(e["content"]) == wanted),
-        None,
-    )
+    rows = JournalEntry.objects.filter(db_object_id=character.id, normalized=digest(content))
+    return next((as_entry(row) for row in rows if may_hear(row.audience, audience)), None)
 
 
 def visible_entries(character, audience):
@@ -103,18 +138,15 @@ def visible_entries(character, audience):
     return [e for e in journal_entries(character) if may_hear(e.get("audience"), audience)]
 
 
-def _normalized(text):
-    return " ".join((text or "").lower().split()).rstrip(" .!")
+def digest(text):
+    """Return what identifies an entry's content, case, spacing and end stop aside."""
+    normalized = " ".join((text or "").lower().split()).rstrip(" .!")
+    return hashlib.sha256(normalized.encode()).hexdigest()
 
 
-def unique_id(wanted, entries):
-    """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if an entry already has it."""
-    taken = {entry["id"] for entry in entries}
-    candidate, number = wanted, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{wanted}_{number}"
-    return candidate
+def indexed_words(content, tags=()):
+    """Return the words of an entry that search finds it by (its content's and tags')."""
+    return sorted(word[:64] for word in _words(" ".join([content, *tags])))
 
 
 def _words(text):
@@ -138,21 +170,40 @@ def search_entries(character, query=None, limit=5, exclude_sources=(), audience=
     Returns:
         list: The entries.
     """
+    rows = JournalEntry.objects.filter(db_object_id=character.id)
+    if query and query.strip():
+        wanted = _words(query)
+        by_words = (
+            JournalWord.objects.filter(db_object_id=character.id, word__in=wanted)
+            .values("entry_id")
+            .annotate(shared=Count("id"))
+            .order_by("-shared", "-entry_id")
+            .values_list("entry_id", flat=True)[:_CANDIDATES]
+        )
+        by_text = rows.filter(content__icontains=query.strip()).order_by("-id")[:_CANDIDATES]
+        ids = set(by_words) | set(by_text.values_list("id", flat=True))
+        candidates = rows.filter(id__in=ids)
+    else:
+        candidates = rows.order_by("-id")
     excluded = set(exclude_sources)
     ranked = []
-    for position, entry in enumerate(visible_entries(character, audience)):
-        sources = set(entry.get("source_message_ids") or ())
+    for row in candidates.iterator():
+        if not may_hear(row.audience, audience):
+            continue
+        sources = set(row.source_message_ids or ())
         if sources and sources <= excluded:
             continue
         if not (query and query.strip()):
-            ranked.append(((position,), entry))
+            ranked.append(((row.id,), row))
+            if len(ranked) >= limit:
+                break
             continue
-        text = " ".join([entry["content"], *entry.get("tags", ())]).lower()
-        score = len(_words(query) & _words(text)) + (query.strip().lower() in text)
+        text = " ".join([row.content, *(row.tags or ())]).lower()
+        score = len(wanted & _words(text)) + (query.strip().lower() in text)
         if score:
-            ranked.append(((score, entry.get("importance", 0), position), entry))
+            ranked.append(((score, row.importance, row.id), row))
     ranked.sort(key=lambda item: item[0], reverse=True)
-    return [entry for _, entry in ranked[:limit]]
+    return [as_entry(row) for _, row in ranked[:limit]]
 
 
 def cited_messages(content, messages):

@@ -14,8 +14,8 @@ from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
     cited_messages,
+    count_entries,
     find_same,
-    journal_entries,
     visible_entries,
 )
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
@@ -81,7 +81,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     context.max_iterations = limit
     if config["pre_compact_prompt"]:
         context.component_overrides.update(system_prompt_override(config["pre_compact_prompt"]))
-    entries_before = len(journal_entries(character))
+    entries_before = count_entries(character)
     set_extraction_signal(script, True)
     script.ndb.extracting = True
     loops = []
@@ -112,7 +112,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     finally:
         set_extraction_signal(script, False)
         script.ndb.extracting = False
-    facts = len(journal_entries(character)) - entries_before
+    facts = count_entries(character) - entries_before
     return {
         "success": all(loop.stop_reason != "llm_error" for loop in loops),
         "facts_recorded": facts,

@@ -1,0 +1,93 @@
+"""The journal's tables: entries keep the seeds' format, and old attribute journals move in."""
+
+import importlib
+
+from django.apps import apps
+from django.conf import settings
+
+from ai.helpers.journal import add_entry, count_entries, find_same, journal_entries, search_entries
+
+from .support import AssistantTestCase
+
+MIGRATION = importlib.import_module("ai.migrations.0004_journal_table")
+
+
+class TestJournalTable(AssistantTestCase):
+    def test_entries_keep_the_seeds_format(self):
+        entry = add_entry(self.assistant, "Bob runs the forge.", "conversation", 6, ["bob"])
+        self.assertEqual(
+            set(entry),
+            {
+                "id",
+                "timestamp",
+                "content",
+                "source_type",
+                "importance",
+                "tags",
+                "source_message_ids",
+            },
+        )
+        self.assertEqual(journal_entries(self.assistant), [entry])
+        self.assertEqual(count_entries(self.assistant), 1)
+
+    def test_ids_stay_unique_within_one_journal_only(self):
+        first = add_entry(self.assistant, "One.", "conversation", entry_id="compact_x")
+        second = add_entry(self.assistant, "Two.", "conversation", entry_id="compact_x")
+        self.assertEqual((first["id"], second["id"]), ("compact_x", "compact_x_2"))
+        other = add_entry(self.char1, "Three.", "conversation", entry_id="compact_x")
+        self.assertEqual(other["id"], "compact_x")
+
+    def test_search_finds_by_word_by_substring_and_by_tag(self):
+        add_entry(self.assistant, "Char's sword is Dawnbringer.", "conversation", tags=["arms"])
+        add_entry(self.assistant, "The ferry leaves at nine.", "conversation")
+        self.assertEqual(len(search_entries(self.assistant, "sword")), 1)
+        self.assertEqual(len(search_entries(self.assistant, "DAWN")), 1)
+        self.assertEqual(len(search_entries(self.assistant, "arms")), 1)
+        self.assertEqual(search_entries(self.assistant, "dragons"), [])
+
+    def test_a_repeat_is_found_whatever_its_case_and_end_stop(self):
+        add_entry(self.assistant, "Bob runs the forge.", "conversation")
+        self.assertIsNotNone(find_same(self.assistant, "bob runs  the FORGE"))
+        self.assertIsNone(find_same(self.assistant, "Bob runs the mill."))
+
+
+class TestOldJournalsMoveIn(AssistantTestCase):
+    def test_an_attribute_journal_becomes_rows_and_is_dropped(self):
+        old = {
+            "entries": [
+                {
+                    "id": "journal_20260101_120000",
+                    "timestamp": "2026-01-01T12:00:00+00:00",
+                    "content": "Bob said the password is swordfish.",
+                    "source_type": "conversation",
+                    "importance": 7,
+                    "tags": ["bob"],
+                    "source_message_ids": [3],
+                },
+                {
+                    "id": "journal_20260101_120001",
+                    "timestamp": "2026-01-01T12:00:01+00:00",
+                    "content": "Char whispered the vault code 4417.",
+                    "source_type": "conversation",
+                    "importance": 5,
+                    "tags": [],
+                    "audience": ["#6"],
+                },
+            ],
+            "consolidated_entry_ids": ["journal_20260101_120000"],
+        }
+        self.assistant.attributes.add("journal", old)
+        # Evennia's test case installs its default apps only; the migration needs ours too.
+        with self.settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "ai"]):
+            MIGRATION.move_journals(apps, None)
+        self.assistant.attributes.reset_cache()
+        self.assertIsNone(self.assistant.attributes.get("journal"))
+        entries = journal_entries(self.assistant)
+        self.assertEqual(
+            [(e["id"], e["content"], e.get("audience")) for e in entries],
+            [(entry["id"], entry["content"], entry.get("audience")) for entry in old["entries"]],
+        )
+        self.assertEqual(entries[0]["source_message_ids"], [3])
+        self.assertEqual(len(search_entries(self.assistant, "password")), 1)
+        self.assertEqual(search_entries(self.assistant, "vault"), [], "still private")
+        self.assertEqual(len(search_entries(self.assistant, "vault", audience=["#6"])), 1)
