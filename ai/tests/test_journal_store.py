@@ -77,8 +77,10 @@ class TestOldJournalsMoveIn(AssistantTestCase):
             "consolidated_entry_ids": ["journal_20260101_120000"],
         }
         self.assistant.attributes.add("journal", old)
-        # Evennia's test case installs its default apps only; the migration needs ours too.
-        with self.settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "ai"]):
+        # Under pytest, Evennia's test case installs its default apps only; the migration
+        # needs ours too (a game's settings, under `evennia test`, already have it).
+        installed = [*settings.INSTALLED_APPS]
+        with self.settings(INSTALLED_APPS=installed + ["ai"] * ("ai" not in installed)):
             MIGRATION.move_journals(apps, None)
         self.assistant.attributes.reset_cache()
         self.assertIsNone(self.assistant.attributes.get("journal"))
