@@ -23,6 +23,10 @@ _WORD = re.compile(r"\w+")
 _MIN_WORD = 3
 # Entries a search scores in Python at most: the best by shared words, then by substring.
 _CANDIDATES = 200
+# A query of at most this many words is also looked for inside words and phrases.
+_SUBSTRING_WORDS = 2
+# A word held by more entries than this is too common to find candidates by.
+_COMMON_WORD = 500
 
 
 def as_entry(row):
@@ -153,6 +157,36 @@ def _words(text):
     return {word for word in _WORD.findall(text.lower()) if len(word) >= _MIN_WORD}
 
 
+def _sharing_words(character, wanted):
+    """Return ids of up to ``_CANDIDATES`` entries sharing the query's telling words.
+
+    Words that most entries hold ("gate" in a journal about a gate) tell little and cost a
+    read of every entry holding them, so candidates come from the rarer words when there
+    are any (the scoring still counts every shared word); else from the rarest word alone,
+    newest entries first.
+    """
+    words = JournalWord.objects.filter(db_object_id=character.id)
+    counts = dict(
+        words.filter(word__in=wanted)
+        .values("word")
+        .annotate(n=Count("id"))
+        .values_list("word", "n")
+    )
+    if not counts:
+        return []
+    telling = [word for word, count in counts.items() if count <= _COMMON_WORD]
+    if not telling:
+        rarest = words.filter(word=min(counts, key=counts.get)).order_by("-entry_id")
+        return list(rarest.values_list("entry_id", flat=True)[:_CANDIDATES])
+    return list(
+        words.filter(word__in=telling)
+        .values("entry_id")
+        .annotate(shared=Count("id"))
+        .order_by("-shared", "-entry_id")
+        .values_list("entry_id", flat=True)[:_CANDIDATES]
+    )
+
+
 def search_entries(character, query=None, limit=5, exclude_sources=(), audience=None):
     """Return up to ``limit`` journal entries, best first.
 
@@ -173,15 +207,11 @@ def search_entries(character, query=None, limit=5, exclude_sources=(), audience=
     rows = JournalEntry.objects.filter(db_object_id=character.id)
     if query and query.strip():
         wanted = _words(query)
-        by_words = (
-            JournalWord.objects.filter(db_object_id=character.id, word__in=wanted)
-            .values("entry_id")
-            .annotate(shared=Count("id"))
-            .order_by("-shared", "-entry_id")
-            .values_list("entry_id", flat=True)[:_CANDIDATES]
-        )
-        by_text = rows.filter(content__icontains=query.strip()).order_by("-id")[:_CANDIDATES]
-        ids = set(by_words) | set(by_text.values_list("id", flat=True))
+        ids = set(_sharing_words(character, wanted))
+        if len(query.split()) <= _SUBSTRING_WORDS:
+            # A short query may be part of a word ("DAWN" in "Dawnbringer"): scan for it.
+            by_text = rows.filter(content__icontains=query.strip()).order_by("-id")
+            ids.update(by_text.values_list("id", flat=True)[:_CANDIDATES])
         candidates = rows.filter(id__in=ids)
     else:
         candidates = rows.order_by("-id")

@@ -45,6 +45,15 @@ class TestJournalTable(AssistantTestCase):
         self.assertEqual(len(search_entries(self.assistant, "arms")), 1)
         self.assertEqual(search_entries(self.assistant, "dragons"), [])
 
+    def test_a_rare_word_is_found_among_many_entries_sharing_a_common_one(self):
+        for number in range(510):  # more than a word may hold to find candidates by
+            add_entry(self.assistant, f"Guard {number} stands at the north gate.", "conversation")
+        add_entry(self.assistant, "The ferry leaves from the north gate at nine.", "conversation")
+        best = search_entries(self.assistant, "When does the ferry at the north gate leave?", 1)
+        self.assertEqual(best[0]["content"], "The ferry leaves from the north gate at nine.")
+        newest = search_entries(self.assistant, "Who stands at the north gate?", 2)
+        self.assertEqual(len(newest), 2, "common words alone still find entries")
+
     def test_a_repeat_is_found_whatever_its_case_and_end_stop(self):
         add_entry(self.assistant, "Bob runs the forge.", "conversation")
         self.assertIsNotNone(find_same(self.assistant, "bob runs  the FORGE"))
