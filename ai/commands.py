@@ -385,8 +385,7 @@ class CmdAiHistory(MuxCommand):
         lines += [summary_block(message) for message in messages if is_summary(message)]
         syntheses = [
             f"{entry['id']} ({when(entry.get('timestamp'))})"
-            for entry in journal_entries(assistant)
-            if entry.get("source_type") == "compaction"
+            for entry in journal_entries(assistant, "compaction")
         ]
         lines.append(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.")
         if messages:
@@ -444,11 +443,7 @@ class CmdAiHistory(MuxCommand):
                 f"{metadata.get('summary_token_count', '?')}",
                 metadata.get("successive_compactions", 1),
             )
-        syntheses = [
-            entry["id"]
-            for entry in journal_entries(assistant)
-            if entry.get("source_type") == "compaction"
-        ]
+        syntheses = [entry["id"] for entry in journal_entries(assistant, "compaction")]
         return (
             f"Compactions of |w{assistant.key}|n (oldest first):\n{table}\n"
             f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}."

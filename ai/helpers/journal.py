@@ -45,9 +45,18 @@ def as_entry(row):
     return entry
 
 
-def journal_entries(character):
-    """Return the journal's entries as a plain list (oldest first)."""
-    return [as_entry(row) for row in JournalEntry.objects.filter(db_object_id=character.id)]
+def journal_entries(character, source_type=None):
+    """Return the journal's entries as a plain list (oldest first), or those of one source."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id)
+    if source_type:
+        rows = rows.filter(source_type=source_type)
+    return [as_entry(row) for row in rows]
+
+
+def recent_entries(character, audience, limit):
+    """Return the newest ``limit`` entries ``audience`` may hear, oldest first."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id).order_by("-id")[:limit]
+    return [as_entry(row) for row in reversed(rows) if may_hear(row.audience, audience)]
 
 
 def count_entries(character):
@@ -135,11 +144,6 @@ def find_same(character, content, audience=None):
     """
     rows = JournalEntry.objects.filter(db_object_id=character.id, normalized=digest(content))
     return next((as_entry(row) for row in rows if may_hear(row.audience, audience)), None)
-
-
-def visible_entries(character, audience):
-    """Return the journal's entries that ``audience`` may hear (oldest first)."""
-    return [e for e in journal_entries(character) if may_hear(e.get("audience"), audience)]
 
 
 def digest(text):

@@ -16,7 +16,7 @@ from ..helpers.journal import (
     cited_messages,
     count_entries,
     find_same,
-    visible_entries,
+    recent_entries,
 )
 from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
 from ..tool_execution import run_react_loop
@@ -32,6 +32,8 @@ _ABOUT_THE_TASK = re.compile(
     r"\b(journal\w*|noop|tool|nothing (?:left|more|else)|no (?:more|other|new) facts?)\b",
     re.IGNORECASE,
 )
+# Entries that may cite the live history: the newest this many (history is recent).
+RECENT_ENTRIES = 1000
 # Facts journaled from this history are listed in the instruction, up to this many.
 MAX_LISTED_ENTRIES = 30
 EXTRACTION_INSTRUCTION = (
@@ -139,7 +141,7 @@ def instruction(character, history, audience=PUBLIC):
     live = {message["id"] for message in history}
     saved = [
         entry["content"]
-        for entry in visible_entries(character, audience)
+        for entry in recent_entries(character, audience, RECENT_ENTRIES)
         if live & set(entry.get("source_message_ids") or ())
     ][-MAX_LISTED_ENTRIES:]
     if not saved:

@@ -14,7 +14,6 @@ from ..helpers.journal import (
     add_entry,
     find_same,
     search_entries,
-    visible_entries,
 )
 from .base import Tool, ToolResult
 from .registry import register_tool
@@ -49,9 +48,9 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
 
 def review_journal(ctx, query=None, limit=5):
     """List the most recent journal entries, newest first, optionally matching ``query``."""
-    if not visible_entries(ctx.character, ctx.audience):
-        return ToolResult(ok=True, content="The journal is empty.", data={"entries": []})
     found = search_entries(ctx.character, query, limit, audience=ctx.audience)
+    if not (found or search_entries(ctx.character, None, 1, audience=ctx.audience)):
+        return ToolResult(ok=True, content="The journal is empty.", data={"entries": []})
     if not found:
         return ToolResult(ok=True, content=f"No entries match {query!r}.", data={"entries": []})
     lines = [f"[{e['id']}] (importance {e['importance']}) {e['content']}" for e in found]
