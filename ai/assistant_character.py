@@ -15,7 +15,6 @@ class AssistantCharacter(DefaultCharacter):
 
     def at_object_creation(self):
         super().at_object_creation()
-        self.db.entity_profiles = {}
         self.scripts.add(AssistantScript, key="assistant_script")
 
     @property

@@ -126,3 +126,30 @@ class JournalWord(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=("db_object_id", "word"), name="ai_journal_word_idx")]
+
+
+class EntityObservation(models.Model):
+    """One thing an assistant observed about someone or something (its entity profile).
+
+    A profile is the observations of one entity, newest last (see
+    ``helpers.entity_context``); what was observed in private keeps its ``audience``.
+    """
+
+    db_object = models.ForeignKey(
+        "objects.ObjectDB", on_delete=models.CASCADE, related_name="ai_observations"
+    )
+    entity = models.CharField(max_length=32, help_text="The observed entity's dbref.")
+    entity_name = models.CharField(max_length=255)
+    text = models.TextField()
+    timestamp = models.DateTimeField(default=timezone.now)
+    source_message_ids = models.JSONField(default=list, blank=True)
+    audience = models.JSONField(
+        null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
+    )
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_object", "entity", "id"), name="ai_observation_idx")]
+
+    def __str__(self):
+        return f"{self.entity_name}: {self.text[:40]}"

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from evennia.utils.dbserialize import deserialize
 
-from .audience import may_hear
+from .helpers.entity_context import observations_for
 from .helpers.journal import search_entries
 from .utils.message_format import one_line, quoted
 
@@ -87,19 +87,13 @@ def render_character_context(state):
 
 
 def render_entity_context(state):
-    profiles = deserialize(state.character.db.entity_profiles) or {}
     lines = []
     for obj in present_characters(state.character):
-        profile = profiles.get(obj.dbref)
-        if not profile:
-            continue
-        observed = [
-            one_line(o["text"])
-            for o in profile.get("observations", [])
-            if may_hear(o.get("audience"), state.audience)
-        ][-MAX_PROFILE_OBSERVATIONS:]
+        observed = observations_for(
+            state.character, obj.dbref, state.audience, MAX_PROFILE_OBSERVATIONS
+        )
         if observed:
-            lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(observed))
+            lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(map(one_line, observed)))
     return "What you know of those present:\n" + "\n".join(lines) if lines else ""
 
 

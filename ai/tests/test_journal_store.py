@@ -1,15 +1,24 @@
-"""The journal's tables: entries keep the seeds' format, and old attribute journals move in."""
+"""The journal's and the profiles' tables: the seeds' formats kept, old attributes moved in."""
 
 import importlib
 
 from django.apps import apps
 from django.conf import settings
 
+from ai.helpers.entity_context import entity_profiles, observations_for
 from ai.helpers.journal import add_entry, count_entries, find_same, journal_entries, search_entries
 
 from .support import AssistantTestCase
 
 MIGRATION = importlib.import_module("ai.migrations.0004_journal_table")
+PROFILES_MIGRATION = importlib.import_module("ai.migrations.0005_entity_observations")
+
+
+def with_this_app(test):
+    """Under pytest, Evennia's test case installs its default apps only; a migration needs
+    ours too (a game's settings, under `evennia test`, already have it)."""
+    installed = [*settings.INSTALLED_APPS]
+    return test.settings(INSTALLED_APPS=installed + ["ai"] * ("ai" not in installed))
 
 
 class TestJournalTable(AssistantTestCase):
@@ -86,10 +95,7 @@ class TestOldJournalsMoveIn(AssistantTestCase):
             "consolidated_entry_ids": ["journal_20260101_120000"],
         }
         self.assistant.attributes.add("journal", old)
-        # Under pytest, Evennia's test case installs its default apps only; the migration
-        # needs ours too (a game's settings, under `evennia test`, already have it).
-        installed = [*settings.INSTALLED_APPS]
-        with self.settings(INSTALLED_APPS=installed + ["ai"] * ("ai" not in installed)):
+        with with_this_app(self):
             MIGRATION.move_journals(apps, None)
         self.assistant.attributes.reset_cache()
         self.assertIsNone(self.assistant.attributes.get("journal"))
@@ -102,3 +108,31 @@ class TestOldJournalsMoveIn(AssistantTestCase):
         self.assertEqual(len(search_entries(self.assistant, "password")), 1)
         self.assertEqual(search_entries(self.assistant, "vault"), [], "still private")
         self.assertEqual(len(search_entries(self.assistant, "vault", audience=["#6"])), 1)
+
+
+class TestOldProfilesMoveIn(AssistantTestCase):
+    def test_an_attribute_profile_becomes_rows_and_is_dropped(self):
+        old = {
+            self.char1.dbref: {
+                "name": "Char",
+                "observations": [
+                    {"text": "Carries a lantern.", "timestamp": "2026-01-01T12:00:00+00:00"},
+                    {"text": "Has a vault.", "timestamp": "", "audience": [self.char1.dbref]},
+                ],
+                "updated": "2026-01-01T12:00:00+00:00",
+            }
+        }
+        self.assistant.attributes.add("entity_profiles", old)
+        with with_this_app(self):
+            PROFILES_MIGRATION.move_profiles(apps, None)
+        self.assistant.attributes.reset_cache()
+        self.assertIsNone(self.assistant.attributes.get("entity_profiles"))
+        profile = entity_profiles(self.assistant)[self.char1.dbref]
+        self.assertEqual(profile["name"], "Char")
+        self.assertEqual(
+            [(o["text"], o.get("audience")) for o in profile["observations"]],
+            [("Carries a lantern.", None), ("Has a vault.", [self.char1.dbref])],
+        )
+        self.assertEqual(
+            observations_for(self.assistant, self.char1.dbref, None, 5), ["Carries a lantern."]
+        )

@@ -3,6 +3,7 @@
 from django.test import override_settings
 from twisted.internet import reactor
 
+from ai.helpers.entity_context import entity_profiles
 from ai.helpers.journal import journal_entries
 from ai.prompt_contexts import DEFAULT_PRE_COMPACTION_PROMPT
 from ai.sleep.extraction import EXTRACTION_INSTRUCTION, run_pre_compaction_extraction
@@ -67,7 +68,7 @@ class TestOfflineExtraction(ExtractionTestCase):
         with ScriptedLLM([observe], [("noop", {})]) as llm:
             self.script.set_config("llm_model", llm.model)
             self.extract()
-        profile = self.assistant.db.entity_profiles[self.char1.dbref]
+        profile = entity_profiles(self.assistant)[self.char1.dbref]
         first_message = self.script.conversation_history[0]
         self.assertEqual(profile["observations"][0]["source_message_ids"], [first_message["id"]])
 

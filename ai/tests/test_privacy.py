@@ -5,6 +5,7 @@ tries to get it out of Helper by asking aloud, by whispering, through the journa
 entity profiles, a compaction's summaries and the pre-compaction extraction.
 """
 
+from ai.helpers.entity_context import add_observation, entity_profiles
 from ai.helpers.journal import journal_entries
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import run_pre_compaction_extraction
@@ -64,7 +65,7 @@ class TestAWhisperIsAnsweredPrivately(PrivacyTestCase):
         self.assertTrue(any(SECRET in entry["content"] for entry in entries))
         for entry in entries:
             self.assertEqual(entry.get("audience"), [self.char1.dbref])
-        observations = self.assistant.db.entity_profiles[self.char1.dbref]["observations"]
+        observations = entity_profiles(self.assistant)[self.char1.dbref]["observations"]
         self.assertEqual(observations[0]["audience"], [self.char1.dbref])
 
     def test_a_text_answer_in_a_whispered_turn_is_whispered_too(self):
@@ -116,9 +117,7 @@ class TestAnotherPlayerCannotGetTheSecret(PrivacyTestCase):
 
     def test_the_entity_profile_shown_to_the_room_leaves_it_out(self):
         self.whisper_secret()
-        self.assistant.db.entity_profiles[self.char1.dbref]["observations"].append(
-            {"text": "Char carries a lantern.", "timestamp": "", "source_message_ids": []}
-        )
+        add_observation(self.assistant, self.char1, "Char carries a lantern.")
         llm = self.ask_as_char2("say Tell me about Char.", "Char carries a lantern.")
         self.assertIn("Char carries a lantern.", sent_text(llm))
         self.assertNotIn(SECRET, sent_text(llm))

@@ -4,6 +4,7 @@ from unittest.mock import patch
 
 from django.test import override_settings
 
+from ai.helpers.entity_context import entity_profiles
 from ai.helpers.journal import journal_entries
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
@@ -128,7 +129,7 @@ class TestFullTickWithTools(AssistantTestCase):
         )
         self.assertEqual(entry["importance"], 7)
         self.assertEqual(entry["source_message_ids"], [result["event"]["message_id"]])
-        profile = self.assistant.db.entity_profiles[self.char1.dbref]
+        profile = entity_profiles(self.assistant)[self.char1.dbref]
         self.assertIn("12 iron ingots", profile["observations"][-1]["text"])
         self.assertIn("Helper says", str(char2_msg.mock_calls))
         self.assertEqual(result["loop"].pattern.mode, "single_action")

@@ -4,6 +4,7 @@ import json
 from datetime import datetime
 from unittest.mock import patch
 
+from ai.helpers.entity_context import entity_profiles
 from ai.helpers.journal import add_entry, journal_entries
 from ai.tools import (
     Tool,
@@ -273,7 +274,7 @@ class TestEntityObservations(ToolTestCase):
         )
 
     def profiles(self):
-        return self.assistant.db.entity_profiles
+        return entity_profiles(self.assistant)
 
     def test_by_dbref(self):
         result = self.observe(self.char1.dbref)

@@ -1,14 +1,11 @@
 """Journal tools: write and review journal entries, and note observations about entities.
 
-Entity profiles live in ``character.db.entity_profiles``, keyed by dbref:
-``{"name", "observations": [{"text", "timestamp", "source_message_ids", "audience"}],
-"updated"}``. What a tool writes is kept for the turn's audience (``ai.audience``), and
-what it reads back is only what that audience may hear.
+Entity profiles live in their own table (``helpers.entity_context``). What a tool writes
+is kept for the turn's audience (``ai.audience``), and what it reads back is only what
+that audience may hear.
 """
 
-from django.utils import timezone
-from evennia.utils.dbserialize import deserialize
-
+from ..helpers.entity_context import add_observation
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
@@ -18,8 +15,6 @@ from ..helpers.journal import (
 from .base import Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
-
-MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
 
 
 def add_journal_entry(ctx, content, importance=5, tags=()):
@@ -65,20 +60,9 @@ def update_entity_observation(ctx, entity, observation):
     target, error = resolve_entity(ctx.character, entity)
     if error:
         return ToolResult(ok=False, content=error)
-    now = timezone.now().isoformat()
-    profiles = deserialize(ctx.character.db.entity_profiles) or {}
-    profile = profiles.get(target.dbref) or {"observations": []}
-    noted = {
-        "text": observation,
-        "timestamp": now,
-        "source_message_ids": ctx.sources_for(observation),
-    }
-    if ctx.audience:
-        noted["audience"] = sorted(ctx.audience)
-    observations = profile["observations"] + [noted]
-    profile.update(name=target.key, observations=observations[-MAX_OBSERVATIONS:], updated=now)
-    profiles[target.dbref] = profile
-    ctx.character.db.entity_profiles = profiles
+    profile = add_observation(
+        ctx.character, target, observation, ctx.sources_for(observation), ctx.audience
+    )
     return ToolResult(
         ok=True,
         content=f"Noted about {target.key} ({target.dbref}): {observation[:80]}",
