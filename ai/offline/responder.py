@@ -29,6 +29,8 @@ from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 # A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
+# Lines of the character context that describe the assistant, not what it was told.
+_SELF_LINES = ("You are ", "Your description:")
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
@@ -65,7 +67,8 @@ def _earlier_lines(messages, role):
     """Yield ``(speaker, text)`` for the lines of ``role`` before the pending event.
 
     System lines (summaries, profiles) are read line by line; the first system message,
-    the instructions, is skipped. A summary's ``Bob: ...`` line is Bob's.
+    the instructions, is skipped, and so are the lines about the assistant itself ("You
+    are Helper..."). A summary's ``Bob: ...`` line is Bob's.
     """
     for message in messages[:-1]:
         if message.get("role") != role:
@@ -80,7 +83,7 @@ def _earlier_lines(messages, role):
                 match = _SUMMARY_LINE.match(line.strip()) if summary else None
                 if match:
                     yield match["speaker"], match["text"]
-                elif line.strip():
+                elif line.strip() and not line.startswith(_SELF_LINES):
                     yield None, line.strip()
 
 
@@ -89,13 +92,15 @@ def best_recollection(question, messages):
 
     What was said in the conversation wins over system lines, which are the fallback.
     """
-    wanted = keywords(question)
+    wanted = keywords(statement(question))
     for role in ("user", "system"):
         best, best_score = None, 0
         for speaker, text in _earlier_lines(messages, role):
             if is_question(text):
                 continue
-            score = len(wanted & keywords(text))
+            # Matched without its greeting: "Hello Helper!" shares "helper" with any question
+            # that names the assistant.
+            score = len(wanted & keywords(statement(text)))
             if score >= best_score and score > 0:
                 best, best_score = (speaker, text), score
         if best:
@@ -133,7 +138,7 @@ def fact_calls(speaker, text, names, salt):
         said = words(text)
         importance = 7 if _WEIGHTY & set(said) or any(w.isdigit() for w in said) else 5
         tags = [speaker.lower()] if speaker else []
-        tags += sorted(keywords(text) - {speaker.lower() if speaker else ""})[:3]
+        tags += sorted(keywords(statement(text)) - {speaker.lower() if speaker else ""})[:3]
         entry = {
             "content": f"{speaker or 'Someone'} said: {one_line(statement(text))}",
             "importance": importance,

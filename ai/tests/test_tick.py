@@ -37,10 +37,13 @@ class TestFullTick(AssistantTestCase):
 class TestOfflineEngineReadsPlayers(AssistantTestCase):
     """The offline engine's conversation: what it journals, echoes and answers."""
 
-    def journal(self):
+    def journal_entries(self):
         from ai.helpers.journal import journal_entries
 
-        return [entry["content"] for entry in journal_entries(self.assistant)]
+        return journal_entries(self.assistant)
+
+    def journal(self):
+        return [entry["content"] for entry in self.journal_entries()]
 
     def test_a_fact_after_a_greeting_is_journaled_without_the_greeting(self):
         self.char1.execute_cmd("say Hello Helper! I buried 40 gold coins under the old oak.")
@@ -69,3 +72,14 @@ class TestOfflineEngineReadsPlayers(AssistantTestCase):
             self.script.conversation_history[0]["content"], 'Char emotes, "waves at Helper."'
         )
         self.assertEqual(self.journal(), [], "a pose is no statement of fact")
+
+    def test_a_greeting_or_the_assistant_s_name_is_no_answer(self):
+        self.char1.execute_cmd("say Hello Helper! My horse is called Thunder.")
+        self.tick()
+        self.char2.execute_cmd("say Helper, what is the cellar password?")
+        reply = self.tick()["reply"]
+        self.assertTrue(reply.startswith("I don't know that yet"), reply)
+        self.char2.execute_cmd("say What is Char's horse called?")
+        self.assertEqual(self.tick()["reply"], "Char told me: My horse is called Thunder.")
+        tags = self.journal_entries()[0]["tags"]
+        self.assertNotIn("helper", tags)
