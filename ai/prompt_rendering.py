@@ -5,12 +5,14 @@ from dataclasses import dataclass, field
 from evennia.utils.dbserialize import deserialize
 
 from .helpers.entity_context import observations_for
-from .helpers.journal import search_entries
+from .helpers.journal import search_entries, shared_words
 from .utils.message_format import one_line, quoted
 
 MAX_PROFILE_OBSERVATIONS = 5
 MAX_BUFFER_LINES = 10
 MAX_RECALLED_ENTRIES = 3
+# Lines of one recalled compaction synthesis, at most.
+MAX_SYNTHESIS_LINES = 3
 
 
 @dataclass
@@ -110,10 +112,30 @@ def render_semantic_memories(state):
             exclude_sources=state.live_ids,
             audience=state.audience,
         )
-        recalled += [entry["content"] for entry in entries]
+        for entry in entries:
+            recalled += recalled_lines(entry, query)
     if not recalled:
         return ""
     return "Things you remember:\n" + "\n".join(f"- {one_line(memory)}" for memory in recalled)
+
+
+def recalled_lines(entry, query):
+    """Return what of a journal entry to recall: the entry, or a synthesis's relevant lines.
+
+    A compaction's synthesis is a whole summary; only its lines that share a telling word
+    with the query are recalled (its first lines when none does), one memory each.
+    """
+    if entry.get("source_type") != "compaction":
+        return [entry["content"]]
+    lines = [line for line in entry["content"].splitlines()[1:] if line.strip()]
+    wanted = telling_words(query)
+    relevant = [line for line in lines if wanted & telling_words(line)]
+    return (relevant or lines)[:MAX_SYNTHESIS_LINES]
+
+
+def telling_words(text):
+    """Return the words of ``text`` longer than three letters ("the", "was" tell nothing)."""
+    return {word for word in shared_words(text) if len(word) > 3}
 
 
 def render_context_buffer(state):

@@ -154,10 +154,11 @@ def digest(text):
 
 def indexed_words(content, tags=()):
     """Return the words of an entry that search finds it by (its content's and tags')."""
-    return sorted(word[:64] for word in _words(" ".join([content, *tags])))
+    return sorted(word[:64] for word in shared_words(" ".join([content, *tags])))
 
 
-def _words(text):
+def shared_words(text):
+    """Return the words of ``text`` that search matches on (lower case, three letters on)."""
     return {word for word in _WORD.findall(text.lower()) if len(word) >= _MIN_WORD}
 
 
@@ -210,7 +211,7 @@ def search_entries(character, query=None, limit=5, exclude_sources=(), audience=
     """
     rows = JournalEntry.objects.filter(db_object_id=character.id)
     if query and query.strip():
-        wanted = _words(query)
+        wanted = shared_words(query)
         ids = set(_sharing_words(character, wanted))
         if len(query.split()) <= _SUBSTRING_WORDS:
             # A short query may be part of a word ("DAWN" in "Dawnbringer"): scan for it.
@@ -233,7 +234,7 @@ def search_entries(character, query=None, limit=5, exclude_sources=(), audience=
                 break
             continue
         text = " ".join([row.content, *(row.tags or ())]).lower()
-        score = len(wanted & _words(text)) + (query.strip().lower() in text)
+        score = len(wanted & shared_words(text)) + (query.strip().lower() in text)
         if score:
             ranked.append(((score, row.importance, row.id), row))
     ranked.sort(key=lambda item: item[0], reverse=True)
@@ -250,7 +251,7 @@ def cited_messages(content, messages):
     Returns:
         list: Ids of the best matches (sharing at least two words), oldest first.
     """
-    wanted = _words(content)
-    scored = [(len(wanted & _words(m.get("content") or "")), m["id"]) for m in messages]
+    wanted = shared_words(content)
+    scored = [(len(wanted & shared_words(m.get("content") or "")), m["id"]) for m in messages]
     best = max((score for score, _ in scored), default=0)
     return [message_id for score, message_id in scored if score == best and best >= 2]

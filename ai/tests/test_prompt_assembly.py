@@ -214,3 +214,14 @@ class TestLiveState(AssistantTestCase):
         still_live = [{"id": 41, "role": "user", "content": 'Char says, "..."', "token_count": 9}]
         prompt = self.assemble(history=still_live, event=event)
         self.assertNotIn("swordfish", " ".join(m["content"] or "" for m in prompt.messages[:3]))
+
+    def test_a_recalled_synthesis_gives_its_relevant_lines_one_memory_each(self):
+        from ai.helpers.journal import add_entry
+
+        summary = ["Char: The ferry leaves at nine.", "Char2: The cellar password is swordfish."]
+        add_entry(self.assistant, "\n".join(["[CONTEXT SYNTHESIS]", *summary]), "compaction")
+        event = {"type": "speech", "speaker_name": "Char2", "text": "what is the cellar password?"}
+        memories = self.assemble(event=event).messages[2]["content"]
+        self.assertEqual(
+            memories, "Things you remember:\n- Char2: The cellar password is swordfish."
+        )
