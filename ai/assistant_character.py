@@ -26,20 +26,19 @@ class AssistantCharacter(DefaultCharacter):
     def hear(self, speaker, text, event_type="speech"):
         """Queue what ``speaker`` said (``speech``, ``talk``, ``whisper``, ``pose``) for a tick.
 
-        A whisper is private to its speaker (see ``ai.audience``).
+        A whisper is private to its speaker (``ai.audience.event_audience``).
         """
         script = self.assistant_script
         if script is None or not text:
             return
-        event = {
-            "type": event_type,
-            "speaker": speaker.dbref if speaker else None,
-            "speaker_name": speaker.key if speaker else "Someone",
-            "text": text,
-        }
-        if event_type == "whisper" and speaker:
-            event["audience"] = [speaker.dbref]
-        script.queue_event(event)
+        script.queue_event(
+            {
+                "type": event_type,
+                "speaker": speaker.dbref if speaker else None,
+                "speaker_name": speaker.key if speaker else "Someone",
+                "text": text,
+            }
+        )
 
     def at_msg_receive(self, text=None, from_obj=None, **kwargs):
         """Hear the room: speech, whispers and poses naming the assistant become events.

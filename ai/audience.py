@@ -16,9 +16,6 @@ PUBLIC = None
 def event_audience(event):
     """Return the audience of an event: its whisperer for a whisper, else public."""
     event = event or {}
-    audience = event.get("audience")
-    if audience:
-        return sorted(audience)
     if event.get("type") == "whisper" and event.get("speaker"):
         return [event["speaker"]]
     return PUBLIC

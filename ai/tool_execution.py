@@ -180,13 +180,14 @@ def run_react_loop(
     tool_result = None
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     for iteration in range(1, pattern.max_iterations + 1):
+        history = turn.history()
         prompt = assemble_prompt(
             script,
             character,
             config,
             model,
             budget,
-            turn.history(),
+            history,
             event,
             tool_result,
             schemas,
@@ -197,7 +198,7 @@ def run_react_loop(
         if thinking:
             thinking.watch(calling)
         answer = yield calling
-        nudge = _nudge(answer, event, turn.history(), result) if config.speaks and event else None
+        nudge = _nudge(answer, event, history, result) if config.speaks and event else None
         if nudge:
             answer = yield call_llm(
                 script,
@@ -240,8 +241,9 @@ def _nudge(answer, event, history, result):
     if _echoes(answer, event):
         result.echo_retries += 1
         return ECHO_NUDGE.format(speaker=_speaker(event))
-    earlier = [_said_in(m) for m in history if m["role"] == "assistant" and _said_in(m)]
-    if repeats_itself(_said_in(answer.as_message()), earlier[-RECENT_REPLIES:]):
+    said = (_said_in(m) for m in history if m["role"] == "assistant")
+    earlier = [text for text in said if text][-RECENT_REPLIES:]
+    if repeats_itself(_said_in(answer.as_message()), earlier):
         result.repeat_retries += 1
         return REPEAT_NUDGE.format(speaker=_speaker(event))
     return None

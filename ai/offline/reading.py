@@ -22,23 +22,25 @@ _STOCK_REPLY = re.compile(
 )
 
 
-def parse_event(content):
-    """Split an event line into ``(speaker, words)``; the speaker is None if it is none.
+def read_event(content):
+    """Split an event line into ``(speaker, verb, words)``; speaker and verb are None if it
+    is no event.
 
-    Only the whole line in the contrib's format counts: the words are one quoted unit.
+    Only the whole line in the contrib's format counts: the words are one quoted unit; the
+    verb is ``says``, ``whispers to you`` or ``emotes``.
     """
     content = (content or "").strip()
     match = _EVENT_LINE.match(content)
     text = unquoted(match["text"]) if match else None
     if text is None:
-        return None, content
-    return match["speaker"].strip(), text.strip()
+        return None, None, content
+    return match["speaker"].strip(), match["verb"], text.strip()
 
 
-def event_verb(content):
-    """Return how an event line was said: ``says``, ``whispers to you`` or ``emotes``."""
-    match = _EVENT_LINE.match((content or "").strip())
-    return match["verb"] if match else None
+def parse_event(content):
+    """Split an event line into ``(speaker, words)``; the speaker is None if it is none."""
+    speaker, _, text = read_event(content)
+    return speaker, text
 
 
 def is_commitment(text):

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from ..utils.markers import SAVED_HEADER, SUMMARY_MARKER
 from ..utils.message_format import one_line
 from . import summarizer
-from .reading import event_verb, greets, is_fact, parse_event, statement
+from .reading import greets, is_fact, parse_event, read_event, statement
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
-# A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 # Lines of the character context that describe the assistant, not what it was told.
 _SELF_LINES = ("You are ", "Your description:")
+# A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
@@ -74,8 +74,9 @@ def _earlier_lines(messages, role):
         if message.get("role") != role:
             continue
         if role == "user":
-            if event_verb(message.get("content")) != "emotes":  # a pose tells nothing
-                yield parse_event(message.get("content"))
+            speaker, verb, text = read_event(message.get("content"))
+            if verb != "emotes":  # a pose tells nothing
+                yield speaker, text
         elif message is not messages[0]:
             content = message.get("content") or ""
             summary = content.startswith(SUMMARY_MARKER)
@@ -134,24 +135,21 @@ def compose_reply(speaker, text, messages, verb="says"):
 def fact_calls(speaker, text, names, salt):
     """Return the journaling tool calls for a fact ``speaker`` stated, as far as offered."""
     calls = []
+    fact = statement(text)  # without the greeting that may open it
     if "add_journal_entry" in names:
         said = words(text)
         importance = 7 if _WEIGHTY & set(said) or any(w.isdigit() for w in said) else 5
         tags = [speaker.lower()] if speaker else []
-        tags += sorted(keywords(statement(text)) - {speaker.lower() if speaker else ""})[:3]
+        tags += sorted(keywords(fact) - {speaker.lower() if speaker else ""})[:3]
         entry = {
-            "content": f"{speaker or 'Someone'} said: {one_line(statement(text))}",
+            "content": f"{speaker or 'Someone'} said: {one_line(fact)}",
             "importance": importance,
             "tags": tags,
         }
         calls.append(make_tool_call("add_journal_entry", entry, salt))
-    if (
-        "update_entity_observation" in names
-        and speaker
-        and words(statement(text))[:1]
-        and (words(statement(text))[0] in _FIRST_PERSON)
-    ):
-        observation = {"entity": speaker, "observation": one_line(statement(text))}
+    first_word = (words(fact) or [""])[0]
+    if "update_entity_observation" in names and speaker and first_word in _FIRST_PERSON:
+        observation = {"entity": speaker, "observation": one_line(fact)}
         calls.append(make_tool_call("update_entity_observation", observation, salt))
     return calls
 
@@ -215,9 +213,7 @@ def respond(messages, tools=None):
     if last_user is None:
         return Reply(content="I am here.")
     turn = messages[last_user + 1 :]
-    event_line = messages[last_user].get("content")
-    speaker, text = parse_event(event_line)
-    verb = event_verb(event_line)
+    speaker, verb, text = read_event(messages[last_user].get("content"))
     reply_text = compose_reply(speaker, text, messages[: last_user + 1], verb)
     speak_tool = next((name for name in SPEAK_TOOL_NAMES if name in names), None)
     if speak_tool is None:
