@@ -3,12 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TORCH_VERSION ?= 2.13.0
+# Where a CPU build of torch comes from: the machine's own wheels when pip is configured
+# with them, else PyTorch's CPU index.
+TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
 .PHONY: demo test evennia-test bench eval-local format dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
+	# several GB of a CUDA one) is all it needs.
+	$(BIN)/pip install --quiet "torch==$(TORCH_VERSION)" $(TORCH_INDEX)
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

@@ -323,6 +323,36 @@ SCRIPT_CONFIG = {
     "sleep_after_idle_ticks": Option(
         60, int_range(0), "Fall asleep after this many ticks without events (0: never)"
     ),
+    "memory_enabled": Option(
+        True,
+        boolean,
+        "Consolidate the journal into long-term memory (Mem0) while asleep and recall from it",
+    ),
+    "memory_batch_size": Option(
+        20, int_range(1, 500), "Journal entries (and entities) one dreaming tick consolidates"
+    ),
+    "memory_recall_limit": Option(
+        5, int_range(0, 20), "Long-term memories recalled into each prompt (0: none)"
+    ),
+    "sleep_consolidate_enabled": Option(
+        True,
+        boolean,
+        "Let the model review new memories in a sleep_consolidate run after consolidation",
+    ),
+    "journal_prune_age": Option(
+        7,
+        number_range(0, 3650),
+        "Days before a consolidated, unimportant entry leaves the active journal (0: never)",
+    ),
+    "journal_prune_importance": Option(
+        4.0, number_range(0, 10), "Entries scored below this may leave the active journal"
+    ),
+    "importance_model_scoring": Option(
+        False, boolean, "Ask the model to score new journal entries while asleep"
+    ),
+    "working_memory_ttl": Option(
+        1800, int_range(60), "Seconds of quiet after which a conversation is over"
+    ),
 }
 
 # Server-wide settings: name -> (default, meaning). Read at call time with ai_setting().
@@ -348,6 +378,14 @@ AI_SETTINGS = {
         "at every server start",
     ),
     "AI_CONTEXT_OVERRIDES": ({}, "Server-wide changes to the context types (see docs/context.md)"),
+    "AI_MEMORY_DIR": (
+        None,
+        "Directory of the local long-term memory store; None: server/ai_memory in the game",
+    ),
+    "AI_MEMORY_CONFIG": (
+        None,
+        "A whole Mem0 configuration dict replacing the local default (see docs/memory.md)",
+    ),
 }
 
 

