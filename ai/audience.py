@@ -38,6 +38,15 @@ def may_hear(item_audience, listeners):
     return bool(listeners) and set(listeners) <= set(item_audience)
 
 
+def may_supersede(newer_audience, older_audience):
+    """Tell whether a fact kept for ``newer_audience`` may mark an older one out of date.
+
+    Only a public fact, or one kept for the same listeners: what one player whispered must
+    not change what the room is told.
+    """
+    return not newer_audience or sorted(newer_audience) == sorted(older_audience or ())
+
+
 def visible_messages(messages, listeners):
     """Return the messages ``listeners`` may hear, in order."""
     return [m for m in messages if may_hear(message_audience(m), listeners)]

@@ -205,7 +205,13 @@ DEFAULT_CONTEXT_CONFIGS = {
         context_type=CONTEXT_SLEEP_CONSOLIDATE,
         name="Sleep consolidation",
         description="Merge and distil long-term memories during sleep",
-        enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_SEMANTIC_MEMORIES],
+        # The tool result too: without it the model would not see what recall_memories
+        # found and would ask again each iteration.
+        enabled_components=[
+            COMPONENT_SYSTEM_PROMPT,
+            COMPONENT_SEMANTIC_MEMORIES,
+            COMPONENT_TOOL_RESULT,
+        ],
         component_overrides=system_prompt_override(SLEEP_CONSOLIDATE_PROMPT),
         tool_filter=list(SLEEP_TOOLS),
         max_iterations=10,

@@ -6,6 +6,7 @@ from evennia.utils.dbserialize import deserialize
 
 from .helpers.entity_context import observations_for
 from .helpers.journal import search_entries, shared_words
+from .helpers.memory_links import remembered_entries
 from .utils.message_format import one_line, quoted
 
 MAX_PROFILE_OBSERVATIONS = 5
@@ -100,7 +101,8 @@ def render_entity_context(state):
 
 
 def render_semantic_memories(state):
-    """Long-term facts, and journal entries relevant to the event that history no longer shows."""
+    """Long-term memories recalled for the event, then journal entries relevant to it that
+    history no longer shows and long-term memory does not hold."""
     recalled = list(state.memories)
     event = state.event or {}
     query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
@@ -112,6 +114,10 @@ def render_semantic_memories(state):
             exclude_sources=state.live_ids,
             audience=state.audience,
         )
+        if state.script.get_config("memory_enabled"):
+            # Facts already in long-term memory come from there, marked if out of date.
+            remembered = remembered_entries(state.character, [e["id"] for e in entries])
+            entries = [entry for entry in entries if entry["id"] not in remembered]
         for entry in entries:
             recalled += recalled_lines(entry, query)
     if not recalled:

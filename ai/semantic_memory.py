@@ -13,15 +13,26 @@ Deferred and never wait on the reactor. ``AI_MEMORY_CONFIG`` replaces the whole 
 configuration (a Qdrant server, pgvector...).
 """
 
+import json
 import os
 import threading
 from functools import partial
 
 from django.conf import settings
-from twisted.internet import reactor, threads
+from django.db import transaction
+from twisted.internet import defer, reactor, threads
 from twisted.python.threadpool import ThreadPool
 
 from .config import ai_setting
+from .helpers.memory_links import (
+    NOT_FACTS,
+    links_for,
+    memory_metadata,
+    memory_namespace,
+    recalled,
+    supersede_older,
+)
+from .models import JournalEntry
 
 EMBEDDING_DIMS = 384
 COLLECTION = "ai_memories"
@@ -70,13 +81,13 @@ class MemoryWorker:
 
     def __init__(self):
         self._pool = None
-        self._memory = None
+        self._memories = {}
         self._lock = threading.Lock()
 
     def call(self, function, *args, **kwargs):
         """Run ``function(memory, *args, **kwargs)`` on the worker; return a Deferred."""
         return threads.deferToThreadPool(
-            reactor, self._started(), self._run, partial(function, *args, **kwargs)
+            reactor, self._started(), self._run, function, args, kwargs
         )
 
     def preload(self):
@@ -94,10 +105,14 @@ class MemoryWorker:
                 self._pool = pool
             return self._pool
 
-    def _run(self, call):
-        if self._memory is None:
-            self._memory = open_memory(memory_config())
-        return call(self._memory)
+    def _run(self, function, args, kwargs):
+        # Keyed by the configuration, read on each call: a changed AI_MEMORY_CONFIG takes
+        # effect without a restart.
+        config = memory_config()
+        key = json.dumps(config, sort_keys=True, default=str)
+        if key not in self._memories:
+            self._memories[key] = open_memory(config)
+        return function(self._memories[key], *args, **kwargs)
 
 
 def open_memory(config):
@@ -155,3 +170,84 @@ def delete_memories(memory, memory_ids):
     for memory_id in memory_ids:
         if memory.get(memory_id) is not None:
             memory.delete(memory_id)
+
+
+@defer.inlineCallbacks
+def recall(character, query, audience, limit):
+    """Return up to ``limit`` memories for ``query`` that ``audience`` may hear.
+
+    What still holds comes first; superseded facts follow, marked (see
+    ``helpers.memory_links.recalled``).
+
+    Returns:
+        Deferred: Fires with the memory dicts.
+    """
+    if not limit or not (query or "").strip():
+        return []
+    namespace = memory_namespace(character)
+    # More than asked: some will be kept for other listeners or superseded.
+    hits = yield WORKER.call(search_memories, namespace, query, limit * 4)
+    return recalled(character, hits, audience, limit)
+
+
+# Memories near a new one that are checked for being replaced by it.
+NEIGHBOURS = 6
+
+
+def remember_batch(memory, namespace, items):
+    """Add each item's memory unless Mem0 has it; say which were added and what is near.
+
+    Runs on the memory worker. ``items`` are ``(link id, memory id or "", resumed, text,
+    metadata)``; a resumed link (made by an earlier, interrupted batch) is looked up first.
+
+    Returns:
+        list: ``(link id, memory id, added, ids of the nearest other memories)``.
+    """
+    remembered = []
+    for link_id, memory_id, resumed, text, metadata in items:
+        if not memory_id and resumed:
+            memory_id = find_memory(memory, namespace, link_id)
+        added = not memory_id
+        memory_id = memory_id or add_memory(memory, namespace, text, metadata)
+        near = [hit[0] for hit in search_memories(memory, namespace, text, NEIGHBOURS)]
+        remembered.append((link_id, memory_id, added, [i for i in near if i != memory_id]))
+    return remembered
+
+
+@defer.inlineCallbacks
+def remember(character, entries):
+    """Make long-term memories of journal rows ``entries`` and mark them consolidated.
+
+    Reactor thread: the links are written first (one transaction), every Mem0 call runs in
+    one worker call, and the memory ids, supersessions and ``consolidated`` flags are
+    written in one more transaction. Compaction syntheses are records of the past, not
+    facts: they are marked consolidated without a memory.
+
+    Returns:
+        Deferred: Fires with ``consolidated_entry_ids``, ``memories_added`` and
+        ``superseded`` (link ids).
+    """
+    namespace = memory_namespace(character)
+    facts = [entry for entry in entries if entry.source_type not in NOT_FACTS]
+    links, resumed = links_for(character, facts)
+    items = [
+        (link.id, link.memory_id, entry_id in resumed, link.text, memory_metadata(link))
+        for entry_id, link in links.items()
+    ]
+    remembered = (yield WORKER.call(remember_batch, namespace, items)) if items else []
+    by_id = {link.id: link for link in links.values()}
+    superseded = []
+    with transaction.atomic():
+        for link_id, memory_id, _, _ in remembered:
+            by_id[link_id].memory_id = memory_id
+            by_id[link_id].save(update_fields=["memory_id"])
+        for link_id, _, _, near in remembered:
+            superseded += supersede_older(character, by_id[link_id], near)
+        JournalEntry.objects.filter(id__in=[entry.id for entry in entries]).update(
+            consolidated=True
+        )
+    return {
+        "consolidated_entry_ids": [entry.entry_id for entry in entries],
+        "memories_added": sum(1 for _, _, added, _ in remembered if added),
+        "superseded": [link.id for link in superseded],
+    }

@@ -13,10 +13,12 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .audience import event_audience, visible_messages, with_audience
+from .helpers.memory_links import describe_memory
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
-from .prompt_components import COMPONENT_CONVERSATION_HISTORY
+from .prompt_components import COMPONENT_CONVERSATION_HISTORY, COMPONENT_SEMANTIC_MEMORIES
 from .prompt_contexts import get_context_config, select_execution_pattern
+from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
 from .tools.communication import speak
@@ -133,6 +135,7 @@ def run_react_loop(
     source_messages=(),
     context_config=None,
     audience=None,
+    memories=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -151,6 +154,8 @@ def run_react_loop(
             caller changed the one ``get_context_config`` gives for ``context_type``.
         audience (list, optional): Who hears the turn (``ai.audience``); the event's
             audience by default (a whisperer, or the room).
+        memories (list, optional): Lines for the semantic memories component; by default
+            what long-term memory recalls for the event (see ``recall_for``).
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -176,6 +181,8 @@ def run_react_loop(
         audience,
     )
     turn = _Turn(script, config, audience)
+    if memories is None:
+        memories = yield recall_for(script, character, config, event, audience)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
@@ -191,6 +198,7 @@ def run_react_loop(
             event,
             tool_result,
             schemas,
+            memories=memories,
             audience=audience,
         )
         purpose = "reply" if config.speaks else "task"
@@ -220,7 +228,7 @@ def run_react_loop(
         if not answer.tool_calls:
             result.stop_reason = "no_tool_call"
             break
-        result.stop_reason, tool_result = _run_calls(
+        result.stop_reason, tool_result = yield _run_calls(
             answer.tool_calls, allowed, pattern, context, turn, result
         )
         if result.stop_reason:
@@ -228,6 +236,27 @@ def run_react_loop(
     else:
         result.stop_reason = "max_iterations"
     return result
+
+
+@defer.inlineCallbacks
+def recall_for(script, character, config, event, audience):
+    """Return the long-term memories worth showing for ``event``, one line each.
+
+    Only for a context with the semantic memories component and an event to recall by
+    (its words and its speaker). Memory that fails to answer costs the turn its memories,
+    never its reply.
+    """
+    limit = script.get_config("memory_recall_limit")
+    wanted = COMPONENT_SEMANTIC_MEMORIES in config.enabled_components
+    if not (event and wanted and limit and script.get_config("memory_enabled")):
+        return []
+    query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
+    try:
+        found = yield recall(character, query, audience, limit)
+    except Exception as err:
+        logger.log_err(f"AI {script.label}: long-term memory did not answer: {err!r}")
+        return []
+    return [describe_memory(memory) for memory in found]
 
 
 def _nudge(answer, event, history, result):
@@ -301,8 +330,13 @@ def _recorded(answer, config, speech):
     return {"role": "assistant", "content": content or None, "tool_calls": answer.tool_calls}
 
 
+@defer.inlineCallbacks
 def _run_calls(calls, allowed, pattern, context, turn, result):
-    """Run one answer's tool calls; return ``(stop reason or "", last tool result text)``."""
+    """Run one answer's tool calls, in order, each waited for.
+
+    Returns:
+        Deferred: Fires with ``(stop reason or "", last tool result text)``.
+    """
     stop, last = "", None
     for call in calls:
         name = call["function"]["name"]
@@ -324,7 +358,7 @@ def _run_calls(calls, allowed, pattern, context, turn, result):
             ]
             stop = "awaiting_confirmation"
             continue
-        outcome = execute_tool(call, context)
+        outcome = yield defer.maybeDeferred(execute_tool, call, context)
         turn.record({"role": "tool", "tool_call_id": call["id"], "content": outcome.content})
         result.tools_called.append(name)
         last = outcome.content

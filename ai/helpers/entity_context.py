@@ -6,11 +6,15 @@ seeds is kept for readers: ``{dbref: {"name", "observations": [{"text", "timesta
 """
 
 from django.db import transaction
+from django.utils import timezone
 
-from ..audience import may_hear
+from ..audience import may_hear, may_supersede
 from ..models import EntityObservation
+from ..utils.facts import replaces
+from .journal import digest
 
-MAX_OBSERVATIONS = 20  # per entity; the oldest are dropped first
+# Current observations of an entity that a new one is compared with.
+MERGE_WINDOW = 50
 
 
 def as_observation(row):
@@ -22,26 +26,26 @@ def as_observation(row):
     }
     if row.audience:
         observation["audience"] = list(row.audience)
+    if row.invalid_at:
+        observation["invalid_at"] = row.invalid_at.isoformat()
+        observation["superseded_by"] = row.superseded_by.text if row.superseded_by else None
     return observation
 
 
 def add_observation(character, target, text, source_message_ids=(), audience=None):
     """Note ``text`` about ``target`` in ``character``'s profiles and return the profile.
 
-    Only the newest ``MAX_OBSERVATIONS`` of an entity are kept.
+    Every observation is kept; the entity consolidation of the next sleep marks those that
+    newer ones replace.
     """
-    with transaction.atomic():
-        EntityObservation.objects.create(
-            db_object_id=character.id,
-            entity=target.dbref,
-            entity_name=target.key,
-            text=text,
-            source_message_ids=list(source_message_ids),
-            audience=sorted(audience) if audience else None,
-        )
-        rows = EntityObservation.objects.filter(db_object_id=character.id, entity=target.dbref)
-        stale = rows.order_by("-id").values_list("id", flat=True)[MAX_OBSERVATIONS:]
-        EntityObservation.objects.filter(id__in=list(stale)).delete()
+    EntityObservation.objects.create(
+        db_object_id=character.id,
+        entity=target.dbref,
+        entity_name=target.key,
+        text=text,
+        source_message_ids=list(source_message_ids),
+        audience=sorted(audience) if audience else None,
+    )
     return entity_profiles(character, [target.dbref])[target.dbref]
 
 
@@ -59,8 +63,54 @@ def entity_profiles(character, entities=None):
 
 
 def observations_for(character, entity, audience, limit):
-    """Return the texts of the newest ``limit`` observations of ``entity`` that ``audience``
-    may hear, oldest first."""
-    rows = EntityObservation.objects.filter(db_object_id=character.id, entity=entity)
-    visible = [row.text for row in rows.order_by("-id") if may_hear(row.audience, audience)]
+    """Return the texts of the newest ``limit`` current observations of ``entity`` that
+    ``audience`` may hear, oldest first (superseded ones are history, not the profile)."""
+    rows = EntityObservation.objects.filter(
+        db_object_id=character.id, entity=entity, invalid_at__isnull=True
+    ).order_by("-id")[: limit * 4]
+    visible = [row.text for row in rows if may_hear(row.audience, audience)]
     return list(reversed(visible[:limit]))
+
+
+def run_entity_consolidation_batch(script, character, batch_size):
+    """Merge up to ``batch_size`` new observations into their entities' profiles.
+
+    A new observation that says something else of what an older one said ("Dana moved to
+    Rivertown" after "Dana lives in Oakvale") marks the older superseded, with when and by
+    what; a repeat is folded into the observation it repeats (its sources added). A private observation only
+    supersedes one kept for the same listeners, never what the room knows.
+
+    Returns:
+        dict: ``consolidated`` (observation ids), ``superseded`` and ``merged`` (ids).
+    """
+    new = list(
+        EntityObservation.objects.filter(db_object_id=character.id, consolidated=False).order_by(
+            "id"
+        )[:batch_size]
+    )
+    superseded, merged = [], []
+    with transaction.atomic():
+        for row in new:
+            older = EntityObservation.objects.filter(
+                db_object_id=character.id, entity=row.entity, id__lt=row.id, invalid_at__isnull=True
+            ).order_by("-id")[:MERGE_WINDOW]
+            for old in older:
+                if not may_supersede(row.audience, old.audience):
+                    continue
+                if same_words(old.text, row.text) and old.audience == row.audience:
+                    old.source_message_ids = [*old.source_message_ids, *row.source_message_ids]
+                    old.save(update_fields=["source_message_ids"])
+                    merged.append(row.id)
+                    row.delete()
+                    break
+                if replaces(row.text, old.text):
+                    old.invalid_at, old.superseded_by = row.timestamp or timezone.now(), row
+                    old.save(update_fields=["invalid_at", "superseded_by"])
+                    superseded.append(old.id)
+        EntityObservation.objects.filter(id__in=[row.id for row in new]).update(consolidated=True)
+    return {"consolidated": [row.id for row in new], "superseded": superseded, "merged": merged}
+
+
+def same_words(first, second):
+    """Return True when two observations say the same, case, spacing and end stop aside."""
+    return digest(first) == digest(second)

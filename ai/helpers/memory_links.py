@@ -12,7 +12,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from ..audience import may_hear
+from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
 from ..utils.facts import replaces
 
@@ -45,18 +45,40 @@ def count_unconsolidated(character):
     return JournalEntry.objects.filter(db_object_id=character.id, consolidated=False).count()
 
 
-def pending_link(character, entry):
-    """Return the entry's link, made now (without a memory id) if it has none yet."""
-    link = MemoryLink.objects.filter(db_object_id=character.id, entry=entry).first()
-    if link is None:
-        link = MemoryLink.objects.create(
+def links_for(character, entries):
+    """Return ``({entry id: link}, ids of entries whose link already existed)``.
+
+    Entries without a link get one now, without a memory id, in one transaction.
+    """
+    links = {
+        link.entry_id: link
+        for link in MemoryLink.objects.filter(db_object_id=character.id, entry__in=entries)
+    }
+    resumed = set(links)
+    new = [
+        MemoryLink(
             db_object_id=character.id,
             entry=entry,
             text=entry.content,
             audience=entry.audience,
             valid_from=entry.timestamp,
         )
-    return link
+        for entry in entries
+        if entry.id not in links
+    ]
+    with transaction.atomic():
+        for link in MemoryLink.objects.bulk_create(new):
+            links[link.entry_id] = link
+    return links, resumed
+
+
+def remembered_entries(character, entry_ids):
+    """Return those of the journal ids ``entry_ids`` that long-term memory holds."""
+    return set(
+        MemoryLink.objects.filter(db_object_id=character.id, entry__entry_id__in=entry_ids)
+        .exclude(memory_id="")
+        .values_list("entry__entry_id", flat=True)
+    )
 
 
 def memory_metadata(link):
@@ -66,16 +88,6 @@ def memory_metadata(link):
         "entry": link.entry.entry_id if link.entry else "",
         "audience": ",".join(link.audience or ()),
     }
-
-
-def finish_consolidation(entry, link=None, memory_id=None):
-    """Record in one transaction that ``entry`` is consolidated (as ``memory_id``)."""
-    with transaction.atomic():
-        if link is not None:
-            link.memory_id = memory_id
-            link.save(update_fields=["memory_id"])
-        entry.consolidated = True
-        entry.save(update_fields=["consolidated"])
 
 
 def supersede_older(character, link, candidate_ids):
@@ -95,7 +107,7 @@ def supersede_older(character, link, candidate_ids):
     ).exclude(id=link.id)
     superseded = []
     for old in older:
-        if link.audience and link.audience != old.audience:
+        if not may_supersede(link.audience, old.audience):
             continue
         if replaces(link.text, old.text):
             old.invalid_at, old.superseded_by = link.valid_from, link

@@ -8,98 +8,172 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ai', '0005_entity_observations'),
-        ('objects', '0013_defaultobject_alter_objectdb_id_defaultcharacter_and_more'),
+        ("ai", "0005_entity_observations"),
+        ("objects", "0013_defaultobject_alter_objectdb_id_defaultcharacter_and_more"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MemoryLink',
+            name="MemoryLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('memory_id', models.CharField(blank=True, db_index=True, default='', help_text="Mem0's id.", max_length=64)),
-                ('text', models.TextField()),
-                ('audience', models.JSONField(blank=True, help_text='Dbrefs who may hear it; null for anyone.', null=True)),
-                ('valid_from', models.DateTimeField(default=django.utils.timezone.now)),
-                ('invalid_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "memory_id",
+                    models.CharField(
+                        blank=True, db_index=True, default="", help_text="Mem0's id.", max_length=64
+                    ),
+                ),
+                ("text", models.TextField()),
+                (
+                    "audience",
+                    models.JSONField(
+                        blank=True, help_text="Dbrefs who may hear it; null for anyone.", null=True
+                    ),
+                ),
+                ("valid_from", models.DateTimeField(default=django.utils.timezone.now)),
+                ("invalid_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ('id',),
+                "ordering": ("id",),
             },
         ),
         migrations.CreateModel(
-            name='WorkingMemory',
+            name="WorkingMemory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('speaker', models.CharField(help_text="The speaker's dbref.", max_length=32)),
-                ('speaker_name', models.CharField(max_length=255)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_active', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('turns', models.PositiveIntegerField(default=0)),
-                ('recent', models.JSONField(blank=True, default=list, help_text='The last lines heard: text and audience each.')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("speaker", models.CharField(help_text="The speaker's dbref.", max_length=32)),
+                ("speaker_name", models.CharField(max_length=255)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "last_active",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                ("turns", models.PositiveIntegerField(default=0)),
+                (
+                    "recent",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="The last lines heard: text and audience each.",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='entityobservation',
-            name='consolidated',
-            field=models.BooleanField(default=False, help_text='Seen by an entity consolidation batch.'),
+            model_name="entityobservation",
+            name="consolidated",
+            field=models.BooleanField(
+                default=False, help_text="Seen by an entity consolidation batch."
+            ),
         ),
         migrations.AddField(
-            model_name='entityobservation',
-            name='invalid_at',
-            field=models.DateTimeField(blank=True, help_text='When a newer observation superseded it.', null=True),
+            model_name="entityobservation",
+            name="invalid_at",
+            field=models.DateTimeField(
+                blank=True, help_text="When a newer observation superseded it.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='entityobservation',
-            name='superseded_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='supersedes', to='ai.entityobservation'),
+            model_name="entityobservation",
+            name="superseded_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="supersedes",
+                to="ai.entityobservation",
+            ),
         ),
         migrations.AddField(
-            model_name='journalentry',
-            name='archived',
-            field=models.BooleanField(default=False, help_text='Left the active journal (episodic prune); kept, not deleted.'),
+            model_name="journalentry",
+            name="archived",
+            field=models.BooleanField(
+                default=False,
+                help_text="Left the active journal (episodic prune); kept, not deleted.",
+            ),
         ),
         migrations.AddField(
-            model_name='journalentry',
-            name='score',
-            field=models.FloatField(blank=True, help_text='Importance score 0-10 (see ``ai.importance_scoring``).', null=True),
+            model_name="journalentry",
+            name="score",
+            field=models.FloatField(
+                blank=True,
+                help_text="Importance score 0-10 (see ``ai.importance_scoring``).",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='journalentry',
-            name='consolidated',
-            field=models.BooleanField(default=False, help_text='Copied into long-term memory (see ``sleep.consolidation``).'),
+            model_name="journalentry",
+            name="consolidated",
+            field=models.BooleanField(
+                default=False,
+                help_text="Copied into long-term memory (see ``sleep.consolidation``).",
+            ),
         ),
         migrations.AddIndex(
-            model_name='journalentry',
-            index=models.Index(fields=['db_object', 'consolidated', 'id'], name='ai_entry_pending_idx'),
+            model_name="journalentry",
+            index=models.Index(
+                fields=["db_object", "consolidated", "id"], name="ai_entry_pending_idx"
+            ),
         ),
         migrations.AddField(
-            model_name='memorylink',
-            name='db_object',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ai_memories', to='objects.objectdb'),
+            model_name="memorylink",
+            name="db_object",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="ai_memories",
+                to="objects.objectdb",
+            ),
         ),
         migrations.AddField(
-            model_name='memorylink',
-            name='entry',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='memories', to='ai.journalentry'),
+            model_name="memorylink",
+            name="entry",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="memories",
+                to="ai.journalentry",
+            ),
         ),
         migrations.AddField(
-            model_name='memorylink',
-            name='superseded_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='supersedes', to='ai.memorylink'),
+            model_name="memorylink",
+            name="superseded_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="supersedes",
+                to="ai.memorylink",
+            ),
         ),
         migrations.AddField(
-            model_name='workingmemory',
-            name='db_object',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ai_working_memory', to='objects.objectdb'),
+            model_name="workingmemory",
+            name="db_object",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="ai_working_memory",
+                to="objects.objectdb",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memorylink',
-            index=models.Index(fields=['db_object', 'id'], name='ai_memory_owner_idx'),
+            model_name="memorylink",
+            index=models.Index(fields=["db_object", "id"], name="ai_memory_owner_idx"),
         ),
         migrations.AddConstraint(
-            model_name='workingmemory',
-            constraint=models.UniqueConstraint(fields=('db_object', 'speaker'), name='ai_working_unique'),
+            model_name="workingmemory",
+            constraint=models.UniqueConstraint(
+                fields=("db_object", "speaker"), name="ai_working_unique"
+            ),
         ),
     ]

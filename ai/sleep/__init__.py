@@ -1,14 +1,29 @@
-"""The sleep pipeline: the memory work an assistant does while it sleeps.
+"""The sleep pipeline: the memory work an assistant does while it dreams.
 
-``run_sleep_tick`` runs in the dreaming phase: pre-compaction fact extraction, then
-compaction at ``compact_sleep_threshold``. (Consolidation into long-term memory, entity
-consolidation and pruning join the pipeline when they exist.)
+``run_sleep_tick`` runs seed 000's six memory operations in order, then compaction:
+
+1. ``consolidate_memories_to_semantic``: new journal entries into long-term memory (Mem0);
+2. ``run_entity_consolidation_batch``: new observations merged into entity profiles;
+3. ``prune_orphaned_memory_links``: links whose memory or entry is gone;
+4. ``prune_low_importance_entries``: old, unimportant, consolidated entries archived;
+5. ``clear_stale_conversations``: working memory of conversations that ended;
+6. ``run_pre_compaction_extraction``, then ``compact_conversation_history``, when the
+   context is over ``compact_sleep_threshold``.
+
+After the first step, a ``sleep_consolidate`` run lets the model review what was just
+remembered, and new entries may get a model importance score. Each step takes one bounded
+batch, so a dreaming tick never holds the reactor for long; a step that fails is logged
+and reported, and the next steps still run.
 """
 
 from evennia.utils import logger
 from twisted.internet import defer
 
 from ..context_usage import measure_context
+from ..helpers.entity_context import run_entity_consolidation_batch
+from ..helpers.episodic_index import prune_low_importance_entries
+from ..helpers.working_memory import clear_stale_conversations
+from ..importance_scoring import score_entries_with_model
 from .compaction import (
     compact_conversation_history,
     is_stuck,
@@ -16,12 +31,77 @@ from .compaction import (
     skipped,
     what_is_too_large,
 )
+from .consolidation import (
+    consolidate_memories_to_semantic,
+    prune_orphaned_memory_links,
+    review_new_memories,
+)
 from .extraction import not_run, run_pre_compaction_extraction
 
 
 @defer.inlineCallbacks
 def run_sleep_tick(script, character):
-    """Run one dreaming tick: journal facts, then compact if the context is full enough.
+    """Run one dreaming tick: the memory operations, then extraction and compaction.
+
+    Returns:
+        Deferred: Fires with one result per step: ``memory_consolidation``,
+        ``sleep_consolidate``, ``importance_scoring``, ``entity_consolidation``,
+        ``orphaned_link_cleanup``, ``episodic_prune``, ``stale_conversation_cleanup``,
+        ``pre_compaction_extraction`` and ``context_compaction``. A step that failed
+        reports ``{"error": ...}``.
+    """
+    config = script.effective_config()
+    batch = config["memory_batch_size"]
+    memory_off = None if config["memory_enabled"] else "memory_enabled is False"
+    scoring_off = (
+        None if config["importance_model_scoring"] else "importance_model_scoring is False"
+    )
+    results = {}
+    steps = (
+        (
+            "memory_consolidation",
+            memory_off,
+            lambda: consolidate_memories_to_semantic(script, character, batch),
+        ),
+        ("sleep_consolidate", memory_off, lambda: review_new_memories(script, character, results)),
+        (
+            "importance_scoring",
+            scoring_off,
+            lambda: score_entries_with_model(script, character, batch),
+        ),
+        (
+            "entity_consolidation",
+            None,
+            lambda: run_entity_consolidation_batch(script, character, batch),
+        ),
+        (
+            "orphaned_link_cleanup",
+            memory_off,
+            lambda: prune_orphaned_memory_links(script, character, batch * 5),
+        ),
+        ("episodic_prune", None, lambda: prune_low_importance_entries(script, character)),
+        ("stale_conversation_cleanup", None, lambda: clear_stale_conversations(script, character)),
+    )
+    for name, off, step in steps:
+        results[name] = skipped(off) if off else (yield run_step(script, name, step))
+    results.update((yield compact_if_due(script, character, config)))
+    return results
+
+
+@defer.inlineCallbacks
+def run_step(script, name, step):
+    """Run one step; return its result, or ``{"error": ...}`` after logging a failure."""
+    try:
+        result = yield defer.maybeDeferred(step)
+    except Exception as err:
+        logger.log_trace(f"AI {script.label}: sleep step {name} failed")
+        return {"error": f"{type(err).__name__}: {err}"}
+    return result
+
+
+@defer.inlineCallbacks
+def compact_if_due(script, character, config):
+    """Journal facts, then compact, if the context is over the sleep threshold.
 
     Extraction runs only when compaction is due, since it calls the model. When the last
     dreaming tick's compaction left usage over the threshold (the summary failed or was
@@ -31,7 +111,6 @@ def run_sleep_tick(script, character):
     Returns:
         Deferred: Fires with ``{"pre_compaction_extraction": ..., "context_compaction": ...}``.
     """
-    config = script.effective_config()
     threshold = config["compact_sleep_threshold"]
     due = config["compact_enabled"] and measure_context(script, character).usage >= threshold
     if not due:

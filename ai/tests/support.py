@@ -8,8 +8,13 @@ import json
 import threading
 import time
 
+from django.test import override_settings
 from evennia.utils import create
-from evennia.utils.test_resources import BaseEvenniaCommandTest, BaseEvenniaTest
+from evennia.utils.test_resources import (
+    DEFAULT_SETTINGS,
+    BaseEvenniaCommandTest,
+    BaseEvenniaTest,
+)
 from twisted.internet import reactor
 from twisted.python.failure import Failure
 
@@ -77,10 +82,17 @@ class WithAssistant:
         self.script = self.assistant.assistant_script
 
 
+# Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours:
+# without it Django knows no relation to our tables (a deleted entry's links, words...).
+WITH_THIS_APP = override_settings(INSTALLED_APPS=[*DEFAULT_SETTINGS["INSTALLED_APPS"], "ai"])
+
+
+@WITH_THIS_APP
 class AssistantCommandTestCase(WithAssistant, BaseEvenniaCommandTest):
     """An Evennia command test with an assistant in Room beside Char and Char2."""
 
 
+@WITH_THIS_APP
 class AssistantTestCase(WithAssistant, BaseEvenniaTest):
     """An Evennia test with an assistant in Room beside Char and Char2."""
 

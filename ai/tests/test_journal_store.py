@@ -3,7 +3,6 @@
 import importlib
 
 from django.apps import apps
-from django.conf import settings
 
 from ai.helpers.entity_context import entity_profiles, observations_for
 from ai.helpers.journal import add_entry, count_entries, find_same, journal_entries, search_entries
@@ -12,13 +11,6 @@ from .support import AssistantTestCase
 
 MIGRATION = importlib.import_module("ai.migrations.0004_journal_table")
 PROFILES_MIGRATION = importlib.import_module("ai.migrations.0005_entity_observations")
-
-
-def with_this_app(test):
-    """Under pytest, Evennia's test case installs its default apps only; a migration needs
-    ours too (a game's settings, under `evennia test`, already have it)."""
-    installed = [*settings.INSTALLED_APPS]
-    return test.settings(INSTALLED_APPS=installed + ["ai"] * ("ai" not in installed))
 
 
 class TestJournalTable(AssistantTestCase):
@@ -95,8 +87,7 @@ class TestOldJournalsMoveIn(AssistantTestCase):
             "consolidated_entry_ids": ["journal_20260101_120000"],
         }
         self.assistant.attributes.add("journal", old)
-        with with_this_app(self):
-            MIGRATION.move_journals(apps, None)
+        MIGRATION.move_journals(apps, None)
         self.assistant.attributes.reset_cache()
         self.assertIsNone(self.assistant.attributes.get("journal"))
         entries = journal_entries(self.assistant)
@@ -123,8 +114,7 @@ class TestOldProfilesMoveIn(AssistantTestCase):
             }
         }
         self.assistant.attributes.add("entity_profiles", old)
-        with with_this_app(self):
-            PROFILES_MIGRATION.move_profiles(apps, None)
+        PROFILES_MIGRATION.move_profiles(apps, None)
         self.assistant.attributes.reset_cache()
         self.assertIsNone(self.assistant.attributes.get("entity_profiles"))
         profile = entity_profiles(self.assistant)[self.char1.dbref]

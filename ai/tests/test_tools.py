@@ -304,11 +304,13 @@ class TestEntityObservations(ToolTestCase):
             self.assertIn(entity, result.content)
         self.assertEqual(self.profiles(), {})
 
-    def test_keeps_the_newest_observations(self):
+    def test_keeps_every_observation(self):
+        # Nothing is dropped on write: the entity consolidation of a sleep marks what is
+        # out of date, and the prompt shows the newest current ones.
         for number in range(25):
             self.assertTrue(self.observe(self.char1.dbref, f"Observation {number}.").ok)
         texts = [obs["text"] for obs in self.profiles()[self.char1.dbref]["observations"]]
-        self.assertEqual(texts, [f"Observation {number}." for number in range(5, 25)])
+        self.assertEqual(texts, [f"Observation {number}." for number in range(25)])
 
 
 class TestGive(ToolTestCase):

@@ -1,6 +1,6 @@
 """Tools the assistant's LLM can call. Importing this package registers the built-in tools."""
 
-from . import communication, control, journal, objects  # noqa: F401 (importing registers the tools)
+from . import communication, control, journal, memory, objects  # noqa: F401 (registers them)
 from .base import TOOL_CATEGORIES, Tool, ToolContext, ToolResult
 from .registry import (
     all_tools,

@@ -5,6 +5,7 @@ import json
 from evennia.utils import logger
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from twisted.internet import defer
 
 from .base import ToolResult
 
@@ -90,7 +91,8 @@ def execute_tool(tool_call, ctx):
         ctx (ToolContext): What the tool runs with.
 
     Returns:
-        ToolResult: The handler's result, or ``ok=False`` with an error for the LLM.
+        ToolResult: The handler's result, or ``ok=False`` with an error for the LLM (a
+        Deferred firing with one, for a tool that waits on a worker).
     """
     function = tool_call.get("function") or {}
     name = function.get("name")
@@ -102,7 +104,20 @@ def execute_tool(tool_call, ctx):
     if error:
         return ToolResult(ok=False, content=error)
     try:
-        return tool.handler(ctx, **arguments)
+        outcome = tool.handler(ctx, **arguments)
     except Exception as err:
         logger.log_trace(f"AI {ctx.script.label}: tool {name} failed")
-        return ToolResult(ok=False, content=f"Tool {name} failed: {err}")
+        return _failed(name, err)
+    if isinstance(outcome, defer.Deferred):
+        # A tool that waits on a worker (long-term memory) answers later.
+        return outcome.addErrback(lambda failure: _logged_failure(ctx, name, failure))
+    return outcome
+
+
+def _logged_failure(ctx, name, failure):
+    logger.log_err(f"AI {ctx.script.label}: tool {name} failed: {failure.getTraceback()}")
+    return _failed(name, failure.value)
+
+
+def _failed(name, err):
+    return ToolResult(ok=False, content=f"Tool {name} failed: {err}")

@@ -83,19 +83,45 @@ _FILLER = {
 }
 
 
-def parse_fact(text):
-    """Return ``(subject words, relation kind, value words)`` of a fact, or None.
+# Words that say a fact is new: with them, any shared verb can carry a change.
+CHANGE_WORDS = {
+    "now",
+    "longer",
+    "anymore",
+    "instead",
+    "new",
+    "changed",
+    "moved",
+    "paid",
+    "repaid",
+    "became",
+    "lost",
+    "sold",
+    "left",
+}
+# Relations that hold one value at a time: someone lives in one place, owes one debt.
+SINGLE_VALUED = {"place", "work", "debt"}
 
-    The relation is the first word of ``RELATION_KINDS`` after the subject; possessives
-    count as their owner ("Dana's" is "dana").
-    """
+
+def fact_words(text):
+    """Return a fact's words, lower case, who told it left out, possessives as the owner."""
     stripped = _ATTRIBUTION.sub("", (text or "").strip())
-    words = [word.removesuffix("'s") for word in _WORD.findall(stripped.lower())]
+    return [word.removesuffix("'s") for word in _WORD.findall(stripped.lower())]
+
+
+def split_at(words, index):
+    """Return ``(subject, value)``: the telling words before and after ``words[index]``."""
+    subject = {w for w in words[:index] if w not in _FILLER}
+    value = {w for w in words[index + 1 :] if w not in _FILLER}
+    return subject, value
+
+
+def parse_fact(words):
+    """Return ``(subject, relation kind, value)`` at the first known relation, or None."""
     for index, word in enumerate(words):
         kind = RELATION_KINDS.get(word)
         if kind and index:
-            subject = {w for w in words[:index] if w not in _FILLER}
-            value = {w for w in words[index + 1 :] if w not in _FILLER}
+            subject, value = split_at(words, index)
             return subject, kind, value
     return None
 
@@ -103,15 +129,43 @@ def parse_fact(text):
 def replaces(newer, older):
     """Return True when the fact ``newer`` supersedes the fact ``older``.
 
-    Same kind of relation, a subject that one of them holds whole in the other (or both
-    empty: "She moved" of an entity's own profile), and a different value.
+    Both must relate the same subject (one's subject words held whole in the other's, or
+    both empty, as in "She moved" of an entity's own profile) through the same kind of
+    relation, to a different value. The relation is a known verb ("is", "lives",
+    "owes"...) or, when the newer fact says it changed ("now", "instead"...), the words
+    both begin with ("The ferry now leaves at dusk" after "The ferry leaves at noon"). A relation that can hold several
+    values at once ("Bob is tall", "Bob is a smith") needs that word of change, unless its
+    subject is a specific attribute of two words or more ("the gate password").
     """
-    new, old = parse_fact(newer), parse_fact(older)
-    if not new or not old or new[1] != old[1]:
+    new_words, old_words = fact_words(newer), fact_words(older)
+    changed = bool(CHANGE_WORDS & set(new_words))
+    new, old = parse_fact(new_words), parse_fact(old_words)
+    if not (new and old and new[1] == old[1]) and changed:
+        new, old = _shared_pivot(new_words, old_words)
+    if not (new and old and new[1] == old[1]):
         return False
-    (new_subject, _, new_value), (old_subject, _, old_value) = new, old
-    if new_subject or old_subject:
-        small, large = sorted((new_subject, old_subject), key=len)
-        if not small or not small <= large:
-            return False
-    return new_value != old_value
+    (new_subject, kind, new_value), (old_subject, _, old_value) = new, old
+    small, large = sorted((new_subject, old_subject), key=len)
+    if (small or large) and not (small and small <= large):
+        return False
+    specific = kind in SINGLE_VALUED or len(large) >= 2
+    return new_value != old_value and (changed or specific)
+
+
+def _shared_pivot(new_words, old_words):
+    """Split both facts after the telling words they begin with alike (a subject and a
+    verb: two words at least); ``(None, None)`` when they share fewer."""
+    new_telling = [w for w in new_words if w not in _FILLER]
+    old_telling = [w for w in old_words if w not in _FILLER]
+    shared = 0
+    for new_word, old_word in zip(new_telling, old_telling):
+        if new_word != old_word:
+            break
+        shared += 1
+    if shared < 2:
+        return None, None
+    subject, verb = set(new_telling[: shared - 1]), new_telling[shared - 1]
+    return (
+        (subject, verb, set(new_telling[shared:])),
+        (subject, verb, set(old_telling[shared:])),
+    )

@@ -1,0 +1,2 @@
+def prune_low_importance_entries(script, character):
+    return {}

@@ -1,0 +1,2 @@
+def clear_stale_conversations(script, character):
+    return {}

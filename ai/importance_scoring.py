@@ -1,0 +1,2 @@
+def score_entries_with_model(script, character, limit):
+    return {}

@@ -1,0 +1,100 @@
+"""Journal -> long-term memory: consolidation into Mem0, its review, orphaned links.
+
+Each step takes one bounded batch per dreaming tick: a few database reads and one
+transaction in the reactor thread, every Mem0 call in one call to the memory worker. A
+reload anywhere in between loses and duplicates nothing: a link row is written before its
+memory is added and names the memory's ``link`` in Mem0, so the next batch finds a memory
+added just before the reload instead of adding it again.
+"""
+
+from twisted.internet import defer
+
+from ..helpers.memory_links import count_unconsolidated, entries_to_consolidate
+from ..models import MemoryLink
+from ..prompt_contexts import CONTEXT_SLEEP_CONSOLIDATE
+from ..semantic_memory import WORKER, delete_memories, missing_memories, remember
+from ..tool_execution import run_react_loop
+
+# New memories one sleep_consolidate run is shown at most.
+MAX_REVIEWED = 20
+
+
+@defer.inlineCallbacks
+def consolidate_memories_to_semantic(script, character, batch_size):
+    """Move up to ``batch_size`` unconsolidated journal entries into long-term memory.
+
+    Each fact becomes one Mem0 memory linked to its entry (see ``semantic_memory.remember``);
+    a memory it replaces ("the password is now ...") is marked superseded.
+
+    Returns:
+        Deferred: Fires with ``consolidated_entry_ids``, ``memories_added``,
+        ``superseded`` (link ids) and ``remaining``.
+    """
+    entries = entries_to_consolidate(character, batch_size)
+    if not entries:
+        return {"skipped": True, "reason": "no new journal entries", "consolidated_entry_ids": []}
+    outcome = yield remember(character, entries)
+    return dict(outcome, remaining=count_unconsolidated(character))
+
+
+@defer.inlineCallbacks
+def prune_orphaned_memory_links(script, character, batch_size):
+    """Drop links whose memory or journal entry is gone, checking one batch per tick.
+
+    A link whose entry was deleted takes its memory with it (the fact was withdrawn); a
+    link whose memory Mem0 no longer holds is deleted. Links are checked in turn, from
+    where the last tick stopped (``script.db.memory_link_cursor``).
+
+    Returns:
+        Deferred: Fires with ``checked`` and ``pruned_link_ids``.
+    """
+    links = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
+    cursor = script.db.memory_link_cursor or 0
+    batch = list(links.filter(id__gt=cursor).order_by("id")[:batch_size])
+    if not batch:
+        script.db.memory_link_cursor = 0
+        return {"checked": 0, "pruned_link_ids": []}
+    withdrawn = [link for link in batch if link.entry_id is None]
+    if withdrawn:
+        yield WORKER.call(delete_memories, [link.memory_id for link in withdrawn])
+    checked = [link.memory_id for link in batch if link.entry_id is not None]
+    missing = set((yield WORKER.call(missing_memories, checked)) if checked else ())
+    pruned = [link.id for link in batch if link.entry_id is None or link.memory_id in missing]
+    MemoryLink.objects.filter(id__in=pruned).delete()
+    script.db.memory_link_cursor = batch[-1].id
+    return {"checked": len(batch), "pruned_link_ids": pruned}
+
+
+@defer.inlineCallbacks
+def review_new_memories(script, character, results):
+    """Let the model review what the consolidation just remembered (``sleep_consolidate``).
+
+    One run per audience: a run sees, and stores for, only what its listeners may hear,
+    so a whispered fact never turns into a public memory.
+
+    Returns:
+        Deferred: Fires with the runs' ``iterations`` and ``tools_called``, or skipped.
+    """
+    if not script.get_config("sleep_consolidate_enabled"):
+        return {"skipped": True, "reason": "sleep_consolidate_enabled is False"}
+    entry_ids = (results.get("memory_consolidation") or {}).get("consolidated_entry_ids") or []
+    links = MemoryLink.objects.filter(
+        db_object_id=character.id, entry__entry_id__in=entry_ids
+    ).exclude(memory_id="")
+    if not links:
+        return {"skipped": True, "reason": "no new memories"}
+    groups = {}
+    for link in links:
+        groups.setdefault(tuple(link.audience or ()), []).append(link.text)
+    iterations, tools_called = 0, []
+    for audience, texts in sorted(groups.items()):
+        loop = yield run_react_loop(
+            script,
+            character,
+            CONTEXT_SLEEP_CONSOLIDATE,
+            audience=list(audience) or None,
+            memories=texts[:MAX_REVIEWED],
+        )
+        iterations += loop.iterations
+        tools_called += loop.tools_called
+    return {"runs": len(groups), "iterations": iterations, "tools_called": tools_called}

@@ -1,0 +1,275 @@
+"""Long-term memory on real Mem0 (local FAISS and embedder): consolidation, recall,
+facts that change, privacy, the memory tools and a reload mid-consolidation."""
+
+from django.test import override_settings
+
+from ai.helpers.entity_context import (
+    add_observation,
+    entity_profiles,
+    observations_for,
+    run_entity_consolidation_batch,
+)
+from ai.helpers.journal import add_entry
+from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
+from ai.models import JournalEntry, MemoryLink
+from ai.semantic_memory import WORKER, add_memory, recall
+from ai.sleep.consolidation import (
+    consolidate_memories_to_semantic,
+    prune_orphaned_memory_links,
+)
+from ai.tools import ToolContext, execute_tool
+from ai.utils.facts import replaces
+
+from .support import AssistantTestCase, wait_for
+
+SLOW = 120  # seconds: the first test of a run loads the embedder
+
+
+def stored_memories(character):
+    """Return the texts Mem0 holds in the assistant's namespace."""
+    namespace = memory_namespace(character)
+    found = wait_for(
+        WORKER.call(lambda memory: memory.get_all(filters={"user_id": namespace}, limit=1000)),
+        timeout=SLOW,
+    )
+    return sorted(hit["memory"] for hit in found["results"])
+
+
+class MemoryTestCase(AssistantTestCase):
+    def consolidate(self, batch=20):
+        return wait_for(
+            consolidate_memories_to_semantic(self.script, self.assistant, batch), timeout=SLOW
+        )
+
+    def recall(self, query, audience=None, limit=5):
+        return wait_for(recall(self.assistant, query, audience, limit), timeout=SLOW)
+
+    def journal(self, text, audience=None):
+        return add_entry(self.assistant, text, "conversation", audience=audience)
+
+
+class TestConsolidation(MemoryTestCase):
+    def test_entries_become_memories_recalled_by_meaning(self):
+        self.journal("Dana said the gate password is swordfish.")
+        self.journal("Bob owes Dana five gold coins.")
+        result = self.consolidate()
+        self.assertEqual(result["memories_added"], 2)
+        self.assertEqual(result["remaining"], 0)
+        found = self.recall("What opens the gate?")
+        self.assertIn("swordfish", found[0]["text"])
+        self.assertTrue(all(row.consolidated for row in JournalEntry.objects.all()))
+
+    def test_each_memory_is_linked_to_its_entry_and_messages(self):
+        entry = add_entry(
+            self.assistant, "Bob runs the forge.", "conversation", source_message_ids=[7, 8]
+        )
+        self.consolidate()
+        link = MemoryLink.objects.get(entry__entry_id=entry["id"])
+        self.assertTrue(link.memory_id)
+        self.assertEqual(link.entry.source_message_ids, [7, 8])
+
+    def test_batches_are_bounded_and_resume(self):
+        for number in range(5):
+            self.journal(f"Crate {number} holds {number} apples.")
+        first = self.consolidate(batch=3)
+        self.assertEqual((len(first["consolidated_entry_ids"]), first["remaining"]), (3, 2))
+        second = self.consolidate(batch=3)
+        self.assertEqual((len(second["consolidated_entry_ids"]), second["remaining"]), (2, 0))
+        self.assertEqual(len(stored_memories(self.assistant)), 5)
+        self.assertTrue(self.consolidate()["skipped"])
+
+    def test_compaction_syntheses_are_consolidated_without_a_memory(self):
+        add_entry(self.assistant, "[CONTEXT SYNTHESIS]\nThey talked.", "compaction", max_chars=None)
+        result = self.consolidate()
+        self.assertEqual(result["memories_added"], 0)
+        self.assertEqual(stored_memories(self.assistant), [])
+
+    def test_a_reload_after_the_add_does_not_add_the_memory_twice(self):
+        self.journal("The well is dry since spring.")
+        rows = list(JournalEntry.objects.all())
+        # The interrupted batch: its link was written and Mem0 added the memory, then the
+        # server reloaded before the memory id was recorded.
+        links, _ = links_for(self.assistant, rows)
+        link = links[rows[0].id]
+        namespace = memory_namespace(self.assistant)
+        wait_for(WORKER.call(add_memory, namespace, link.text, memory_metadata(link)), timeout=SLOW)
+        result = self.consolidate()
+        self.assertEqual(result["memories_added"], 0)
+        self.assertEqual(stored_memories(self.assistant), ["The well is dry since spring."])
+        link.refresh_from_db()
+        self.assertTrue(link.memory_id)
+
+    def test_memories_of_one_assistant_are_not_recalled_by_another(self):
+        from .support import make_assistant
+
+        other = make_assistant("Sage", self.room1)
+        add_entry(other, "The sage hides the key under the bell.", "conversation")
+        wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20), timeout=SLOW)
+        self.assertEqual(self.recall("Where is the key hidden?"), [])
+
+    def test_a_broken_memory_configuration_fails_clearly_and_changes_nothing(self):
+        self.journal("The mill wheel squeaks.")
+        with override_settings(AI_MEMORY_CONFIG={"vector_store": {"provider": "no-such-store"}}):
+            with self.assertRaises(Exception) as raised:
+                self.consolidate()
+        self.assertIn("no-such-store", str(raised.exception))
+        self.assertFalse(JournalEntry.objects.get().consolidated)
+        self.assertEqual(self.consolidate()["memories_added"], 1)
+
+
+class TestFactsThatChange(MemoryTestCase):
+    def test_replacement_is_read_from_the_words(self):
+        self.assertTrue(replaces("The gate password is now marmalade.", "The gate password is X."))
+        self.assertTrue(replaces("Dana moved to Rivertown.", "Dana lives in Oakvale."))
+        self.assertTrue(replaces("Dana paid Bob back.", "Dana owes Bob five gold coins."))
+        self.assertTrue(
+            replaces("Dana said her favourite colour is green.", "Dana's favourite colour is blue.")
+        )
+        self.assertFalse(replaces("The vault password is Y.", "The gate password is X."))
+        self.assertFalse(replaces("The gate password is X.", "The gate password is X."))
+        self.assertFalse(replaces("Bob likes apples.", "Dana likes apples."))
+
+    def test_a_fact_changed_twice_is_recalled_current_first_with_its_history(self):
+        self.journal("The gate password is swordfish.")
+        self.consolidate()
+        self.journal("The gate password is now marmalade.")
+        self.journal("Bob sells bread at dawn.")
+        self.consolidate()
+        self.journal("The gate password is now quince.")
+        result = self.consolidate()
+        self.assertEqual(len(result["superseded"]), 1)
+        found = self.recall("gate password")
+        self.assertEqual(found[0]["text"], "The gate password is now quince.")
+        self.assertIsNone(found[0]["invalid_at"])
+        older = {memory["text"]: memory for memory in found[1:] if memory["invalid_at"]}
+        self.assertEqual(
+            older["The gate password is swordfish."]["superseded_by"],
+            "The gate password is now marmalade.",
+        )
+        self.assertEqual(
+            older["The gate password is now marmalade."]["superseded_by"],
+            "The gate password is now quince.",
+        )
+
+    def test_changes_within_one_batch_are_ordered_by_time(self):
+        self.journal("Dana lives in Oakvale.")
+        self.journal("Dana moved to Rivertown.")
+        self.journal("Dana moved to Lakeside.")
+        self.consolidate()
+        current = [m["text"] for m in self.recall("Where does Dana live?") if not m["invalid_at"]]
+        self.assertEqual(current, ["Dana moved to Lakeside."])
+
+    def test_an_entity_profile_keeps_what_holds_and_tells_what_changed(self):
+        for text in ("I live in Oakvale.", "I moved to Rivertown.", "I moved to Lakeside."):
+            add_observation(self.assistant, self.char1, text)
+        add_observation(self.assistant, self.char1, "I moved to Lakeside.")
+        result = run_entity_consolidation_batch(self.script, self.assistant, 20)
+        self.assertEqual(len(result["superseded"]), 2)
+        self.assertEqual(len(result["merged"]), 1)
+        current = observations_for(self.assistant, self.char1.dbref, None, 10)
+        self.assertEqual(current, ["I moved to Lakeside."])
+        observations = entity_profiles(self.assistant)[self.char1.dbref]["observations"]
+        history = {o["text"]: o.get("superseded_by") for o in observations}
+        self.assertEqual(history["I live in Oakvale."], "I moved to Rivertown.")
+        self.assertEqual(history["I moved to Rivertown."], "I moved to Lakeside.")
+
+
+class TestPrivateMemories(MemoryTestCase):
+    def test_a_whispered_fact_is_recalled_only_for_the_whisperer(self):
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        self.consolidate()
+        self.assertEqual(self.recall("locker code"), [])
+        self.assertEqual(self.recall("locker code", audience=[self.char2.dbref]), [])
+        found = self.recall("locker code", audience=[self.char1.dbref])
+        self.assertIn("4471", found[0]["text"])
+
+    def test_a_whispered_change_does_not_outdate_what_the_room_knows(self):
+        self.journal("The gate password is swordfish.")
+        self.consolidate()
+        self.journal("The gate password is now marmalade.", audience=[self.char1.dbref])
+        self.consolidate()
+        found = self.recall("gate password")
+        self.assertEqual(
+            [(m["text"], m["invalid_at"]) for m in found],
+            [("The gate password is swordfish.", None)],
+        )
+
+    def test_a_whispered_observation_never_outdates_the_public_profile(self):
+        add_observation(self.assistant, self.char1, "I live in Oakvale.")
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.", [], [self.char1.dbref])
+        run_entity_consolidation_batch(self.script, self.assistant, 20)
+        self.assertEqual(
+            observations_for(self.assistant, self.char1.dbref, None, 10), ["I live in Oakvale."]
+        )
+
+
+class TestOrphanedLinks(MemoryTestCase):
+    def test_links_of_deleted_entries_and_vanished_memories_are_pruned(self):
+        self.journal("The ferry leaves at noon.")
+        self.journal("The inn has no rooms left.")
+        self.consolidate()
+        ferry, inn = MemoryLink.objects.order_by("id")
+        JournalEntry.objects.filter(id=ferry.entry_id).delete()  # a builder withdrew it
+        wait_for(WORKER.call(lambda memory: memory.delete(inn.memory_id)), timeout=SLOW)
+        result = wait_for(
+            prune_orphaned_memory_links(self.script, self.assistant, 10), timeout=SLOW
+        )
+        self.assertEqual(sorted(result["pruned_link_ids"]), sorted([ferry.id, inn.id]))
+        self.assertFalse(MemoryLink.objects.exists())
+        self.assertEqual(stored_memories(self.assistant), [])
+
+    def test_links_are_checked_one_batch_at_a_time(self):
+        for place in ("mill", "inn", "forge"):
+            self.journal(f"The {place} opens at dawn.")
+        self.consolidate()
+        prune = lambda: wait_for(  # noqa: E731
+            prune_orphaned_memory_links(self.script, self.assistant, 2), timeout=SLOW
+        )
+        self.assertEqual([prune()["checked"] for _ in range(4)], [2, 1, 0, 2])
+        self.assertEqual(MemoryLink.objects.count(), 3)
+
+
+class TestRecallInThePrompt(MemoryTestCase):
+    def test_a_fact_gone_from_history_and_journal_search_is_recalled(self):
+        self.journal("Dana said the gate password is swordfish.")
+        self.consolidate()
+        self.tick_on("ok", text="Helper, what was the password for the gate?")
+        prompt = "\n".join(m["content"] or "" for m in self.llm.calls[0])
+        self.assertIn("Things you remember:\n- Dana said the gate password is swordfish.", prompt)
+        self.assertEqual(prompt.count("swordfish"), 1)  # not again from the journal
+
+    def test_the_room_is_never_reminded_of_a_whisper(self):
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        self.consolidate()
+        self.tick_on("ok", text="Helper, what is the locker code?")
+        prompt = "\n".join(m["content"] or "" for m in self.llm.calls[0])
+        self.assertNotIn("4471", prompt)
+
+
+class TestMemoryTools(MemoryTestCase):
+    def run_tool(self, name, arguments, audience=None):
+        context = ToolContext(self.script, self.assistant, "sleep_consolidate", audience=audience)
+        call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        return wait_for(defer_result(execute_tool(call, context)), timeout=SLOW)
+
+    def test_store_then_recall_and_a_change_reported(self):
+        stored = self.run_tool("store_memory", '{"content": "The ferry leaves at noon."}')
+        self.assertTrue(stored.ok, stored.content)
+        changed = self.run_tool("store_memory", '{"content": "The ferry now leaves at dusk."}')
+        self.assertIn("replaces 1 older fact", changed.content)
+        recalled = self.run_tool("recall_memories", '{"query": "When does the ferry leave?"}')
+        first, second = recalled.content.splitlines()[:2]
+        self.assertEqual(first, "- The ferry now leaves at dusk.")
+        self.assertIn("no longer true since", second)
+
+    def test_recall_when_memory_is_off_says_so(self):
+        self.script.set_config("memory_enabled", False)
+        recalled = self.run_tool("recall_memories", '{"query": "ferry"}')
+        self.assertFalse(recalled.ok)
+        self.assertIn("off", recalled.content)
+
+
+def defer_result(outcome):
+    from twisted.internet import defer
+
+    return defer.maybeDeferred(lambda: outcome)

@@ -1,0 +1,117 @@
+"""Long-term memory tools: recall facts from Mem0 and store a consolidated fact.
+
+Both wait on the memory worker (``ai.semantic_memory``) and answer with a Deferred. What
+they read is only what the turn's audience may hear; what they store is kept for it.
+"""
+
+from twisted.internet import defer
+
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same
+from ..helpers.memory_links import describe_memory
+from ..models import JournalEntry
+from ..semantic_memory import recall, remember
+from .base import Tool, ToolResult
+from .registry import register_tool
+
+
+@defer.inlineCallbacks
+def recall_memories(ctx, query, limit=5):
+    """Search long-term memory; superseded facts come last, marked with when they changed."""
+    if not ctx.script.get_config("memory_enabled"):
+        return ToolResult(ok=False, content="Long-term memory is off for this assistant.")
+    found = yield recall(ctx.character, query, ctx.audience, limit)
+    if not found:
+        return ToolResult(ok=True, content=f"No memories about {query!r}.", data={"memories": []})
+    lines = [f"- {describe_memory(memory)}" for memory in found]
+    return ToolResult(ok=True, content="\n".join(lines), data={"memories": found})
+
+
+@defer.inlineCallbacks
+def store_memory(ctx, content, importance=5):
+    """Keep one fact in long-term memory now (journaled, then consolidated at once)."""
+    if not ctx.script.get_config("memory_enabled"):
+        return ToolResult(ok=False, content="Long-term memory is off for this assistant.")
+    same = find_same(ctx.character, content, ctx.audience)
+    if same:
+        return ToolResult(ok=True, content=f"Already remembered as {same['id']}.")
+    try:
+        entry = add_entry(
+            ctx.character,
+            content,
+            source_type="memory",
+            importance=importance,
+            source_message_ids=ctx.sources_for(content),
+            audience=ctx.audience,
+        )
+    except ValueError as err:
+        return ToolResult(ok=False, content=f"Not stored: {err}")
+    row = JournalEntry.objects.get(db_object_id=ctx.character.id, entry_id=entry["id"])
+    outcome = yield remember(ctx.character, [row])
+    replaced = len(outcome["superseded"])
+    note = f" It replaces {replaced} older fact(s)." if replaced else ""
+    return ToolResult(
+        ok=True, content=f"Stored {entry['id']}: {content[:80]}{note}", data={"entry": entry}
+    )
+
+
+register_tool(
+    Tool(
+        name="recall_memories",
+        description=(
+            "Search your long-term memory for facts about something; facts that changed "
+            "say when and what replaced them."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "What to remember, in a few words.",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 20,
+                    "default": 5,
+                    "description": "How many memories at most.",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        categories=frozenset({"memory", "safe"}),
+        handler=recall_memories,
+    )
+)
+register_tool(
+    Tool(
+        name="store_memory",
+        description=(
+            "Keep one fact in long-term memory, as a full sentence; a newer fact about the "
+            "same thing replaces the older one."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "content": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_ENTRY_CHARS,
+                    "description": "The fact.",
+                },
+                "importance": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10,
+                    "default": 5,
+                    "description": "1 (trivial) to 10 (vital).",
+                },
+            },
+            "required": ["content"],
+            "additionalProperties": False,
+        },
+        categories=frozenset({"memory"}),
+        handler=store_memory,
+    )
+)
