@@ -16,6 +16,7 @@ batch, so a dreaming tick never holds the reactor for long; a step that fails is
 and reported, and the next steps still run.
 """
 
+from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -37,6 +38,9 @@ from .consolidation import (
     review_new_memories,
 )
 from .extraction import not_run, run_pre_compaction_extraction
+
+# Items of a list that the record of the last sleep keeps.
+MAX_LISTED = 20
 
 
 @defer.inlineCallbacks
@@ -85,7 +89,22 @@ def run_sleep_tick(script, character):
     for name, off, step in steps:
         results[name] = skipped(off) if off else (yield run_step(script, name, step))
     results.update((yield compact_if_due(script, character, config)))
+    script.db.last_sleep = {"at": timezone.now().isoformat(), "steps": brief(results)}
     return results
+
+
+def brief(results):
+    """Return the plain part of each step's result, long lists cut: what ``aimemory`` shows."""
+    plain = (str, int, float, bool, type(None))
+    kept = {}
+    for step, result in results.items():
+        kept[step] = {
+            key: value[:MAX_LISTED] if isinstance(value, list) else value
+            for key, value in (result or {}).items()
+            if isinstance(value, plain)
+            or (isinstance(value, list) and all(isinstance(item, plain) for item in value))
+        }
+    return kept
 
 
 @defer.inlineCallbacks
