@@ -29,6 +29,7 @@ def _settings_module(db_path):
     module.__dict__.update({k: v for k, v in vars(settings_default).items() if k.isupper()})
     module.INSTALLED_APPS = settings_default.INSTALLED_APPS + ["ai"]
     module.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db_path}}
+    module.AI_MEMORY_DIR = os.path.join(os.path.dirname(db_path), "memory")
     return module
 
 

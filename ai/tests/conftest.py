@@ -7,9 +7,14 @@ import pytest
 def _evennia_initialised(django_db_blocker):
     """Run `evennia._init()` so that `evennia.create_object` and friends exist."""
     import evennia
+    from django.conf import settings
+    from evennia.utils import logger
 
     with django_db_blocker.unblock():
         evennia._init()
+    # Evennia's test cases put its default LOG_DIR (inside the installed package) back in
+    # the settings; the logger keeps the first directory it is given, so give it ours.
+    logger._LOGDIR = settings.LOG_DIR
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -272,8 +272,8 @@ class TestSleepPhaseIntegration(CompactionTestCase):
             calls = len(llm.calls)
             second = wait_for(run_sleep_tick(self.script, self.assistant))
             self.assertEqual(len(llm.calls), calls, "no model call while nothing changed")
-            for result in second.values():
-                self.assertIn("history unchanged", result["reason"])
+            for step in ("pre_compaction_extraction", "context_compaction"):
+                self.assertIn("history unchanged", second[step]["reason"])
             self.script.append_message({"role": "user", "content": 'Char says, "wake up!"'})
             wait_for(run_sleep_tick(self.script, self.assistant))
             self.assertGreater(len(llm.calls), calls, "a changed history is tried again")

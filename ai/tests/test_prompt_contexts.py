@@ -83,8 +83,10 @@ EXPECTED = {
         False,
         False,
     ),
+    # The seed's table has no tool result here; without it the model never saw what its
+    # recall_memories call found and asked again every iteration.
     CONTEXT_SLEEP_CONSOLIDATE: (
-        [COMPONENT_SYSTEM_PROMPT, COMPONENT_SEMANTIC_MEMORIES],
+        [COMPONENT_SYSTEM_PROMPT, COMPONENT_SEMANTIC_MEMORIES, COMPONENT_TOOL_RESULT],
         SLEEP_TOOLS,
         "react_loop",
         10,
