@@ -32,7 +32,7 @@ from .helpers.memory_links import (
     recalled,
     supersede_older,
 )
-from .models import JournalEntry
+from .models import JournalEntry, MemoryLink
 
 EMBEDDING_DIMS = 384
 COLLECTION = "ai_memories"
@@ -236,13 +236,12 @@ def remember(character, entries):
     ]
     remembered = (yield WORKER.call(remember_batch, namespace, items)) if items else []
     by_id = {link.id: link for link in links.values()}
-    superseded = []
     with transaction.atomic():
         for link_id, memory_id, _, _ in remembered:
             by_id[link_id].memory_id = memory_id
-            by_id[link_id].save(update_fields=["memory_id"])
-        for link_id, _, _, near in remembered:
-            superseded += supersede_older(character, by_id[link_id], near)
+        MemoryLink.objects.bulk_update(by_id.values(), ["memory_id"])
+        newer = [(by_id[link_id], near) for link_id, _, _, near in remembered]
+        superseded = supersede_older(character, newer)
         JournalEntry.objects.filter(id__in=[entry.id for entry in entries]).update(
             consolidated=True
         )

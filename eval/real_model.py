@@ -7,8 +7,9 @@ any litellm model (Ollama, a hosted provider with its key in the environment).
 Three players plant facts in a tavern and ask about them later, through the real contrib
 (typeclasses, script, ticks, compaction), as ``make demo`` does. The context window is
 small, so the history is compacted at least once in an emergency and once in sleep. At the
-end it prints, for each planted fact, whether it is in the live context, in a summary, in
-the journal, and whether its question was answered right; every answer; the tool calls made
+end it sleeps until its journal is in long-term memory and prints, for each planted fact,
+whether it is in the live context, in a summary, in the journal, recalled from long-term
+memory by its question's words, and whether its question was answered right; every answer; the tool calls made
 and the malformed ones; what the room heard that it should not have (tool-call markup,
 extraction notes); and timings. The exit code is 1 when a target is missed.
 
@@ -138,6 +139,8 @@ SMALL_TALK = [
     ("Alice", "Have you ever travelled far from this inn?"),
 ]
 MAX_SMALL_TALK = 30
+# Sleeps at the end, to move what the journal still holds into long-term memory.
+MAX_MEMORY_SLEEPS = 3
 # Questions come after every fact is planted, in an order unlike the planting.
 QUESTION_ORDER = (1, 4, 0, 7, 2, 9, 5, 3, 8, 6)
 
@@ -169,6 +172,7 @@ class Run:
     withheld: list = field(default_factory=list)
     echo_retries: int = 0
     sleeps: int = 0
+    remembered: dict = field(default_factory=dict)
 
 
 def listen(player, run, assistant):
@@ -303,7 +307,30 @@ def converse(players, assistant, run):
     for index in QUESTION_ORDER:
         _, _, _, asker, question, _ = FACTS[index]
         yield step(asker, question, FACTS[index])
+    yield recall_from_memory(assistant, run)
     return run
+
+
+@defer.inlineCallbacks
+def recall_from_memory(assistant, run):
+    """Sleep until the journal is in long-term memory; then recall each fact's question.
+
+    ``run.remembered`` gets, per fact, the first recalled memory that still holds: what
+    long-term memory alone gives back for the question's words.
+    """
+    from ai.helpers.memory_links import count_unconsolidated
+    from ai.semantic_memory import recall
+
+    script = assistant.assistant_script
+    for _ in range(MAX_MEMORY_SLEEPS):
+        if not count_unconsolidated(assistant):
+            break
+        print(f"[--] ({ASSISTANT} sleeps to consolidate its journal into long-term memory)")
+        yield sleep(script, run)
+    for key, _, _, _, question, _ in FACTS:
+        found = yield recall(assistant, question, None, 5)
+        holding = [memory["text"] for memory in found if memory["invalid_at"] is None]
+        run.remembered[key] = holding[0] if holding else ""
 
 
 def is_right(reply, words):
@@ -316,16 +343,17 @@ def fact_table(script, character, run):
     places = play.fact_places(script, character, [f[0] for f in FACTS])
     answers = {turn.fact[0]: turn for turn in run.turns if turn.fact}
     right = 0
-    print(f"{'fact':<16}{'live':>6}{'summary':>9}{'journal':>9}{'answered':>10}")
+    print(f"{'fact':<16}{'live':>6}{'summary':>9}{'journal':>9}{'memory':>8}{'answered':>10}")
     for key, *_, words in FACTS:
         found = places[key]
         turn = answers.get(key)
         ok = bool(turn) and is_right(turn.reply, words)
         right += ok
+        recalled = is_right(run.remembered.get(key, ""), words)
         print(
             f"{key:<16}{'yes' if 'recent' in found else '-':>6}"
             f"{'yes' if 'summary' in found else '-':>9}{'yes' if 'journal' in found else '-':>9}"
-            f"{'right' if ok else 'WRONG':>10}"
+            f"{'yes' if recalled else '-':>8}{'right' if ok else 'WRONG':>10}"
         )
     lost = [key for key, found in places.items() if not found]
     return right, lost
@@ -355,6 +383,8 @@ def report(assistant, run, elapsed):
     print(RULE)
     print(f"questions answered right: {right}/{asked}")
     print(f"facts findable after the compactions: {len(FACTS) - len(lost)}/{len(FACTS)}")
+    remembered = sum(is_right(run.remembered.get(fact[0], ""), fact[-1]) for fact in FACTS)
+    print(f"facts recalled from long-term memory by their question: {remembered}/{len(FACTS)}")
     print(
         f"compactions: {len(run.compactions)} ({kinds.count('emergency')} emergency, "
         f"{kinds.count('sleep')} sleep), failed: {len(run.failed_compactions)}"

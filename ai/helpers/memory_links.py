@@ -90,30 +90,38 @@ def memory_metadata(link):
     }
 
 
-def supersede_older(character, link, candidate_ids):
-    """Mark as superseded by ``link`` the memories among ``candidate_ids`` it replaces.
+def supersede_older(character, newer):
+    """Mark the memories that the new links in ``newer`` replace as superseded.
+
+    Args:
+        character (AssistantCharacter): Whose memories.
+        newer (list): ``(link, ids of the memories nearest it)``, oldest link first; a
+            link is checked against the nearest memories that are no newer than it.
 
     Only memories as public as the new one or kept for the same listeners are touched: a
     fact whispered by one player never marks what the room knows as out of date.
 
     Returns:
-        list: The superseded links.
+        list: The superseded links (saved).
     """
-    older = MemoryLink.objects.filter(
-        db_object_id=character.id,
-        memory_id__in=list(candidate_ids),
-        invalid_at__isnull=True,
-        valid_from__lte=link.valid_from,
-    ).exclude(id=link.id)
-    superseded = []
-    for old in older:
-        if not may_supersede(link.audience, old.audience):
-            continue
-        if replaces(link.text, old.text):
-            old.invalid_at, old.superseded_by = link.valid_from, link
-            old.save(update_fields=["invalid_at", "superseded_by"])
-            superseded.append(old)
-    return superseded
+    wanted = {memory_id for _, near in newer for memory_id in near}
+    candidates = {
+        old.memory_id: old
+        for old in MemoryLink.objects.filter(
+            db_object_id=character.id, memory_id__in=wanted, invalid_at__isnull=True
+        )
+    }
+    candidates.update((link.memory_id, link) for link, _ in newer)  # the batch's own
+    superseded = {}
+    for link, near in newer:
+        for old in (candidates.get(memory_id) for memory_id in near):
+            if old is None or old is link or old.invalid_at or old.valid_from > link.valid_from:
+                continue
+            if may_supersede(link.audience, old.audience) and replaces(link.text, old.text):
+                old.invalid_at, old.superseded_by = link.valid_from, link
+                superseded[old.id] = old
+    MemoryLink.objects.bulk_update(superseded.values(), ["invalid_at", "superseded_by"])
+    return list(superseded.values())
 
 
 def recalled(character, hits, audience, limit):
