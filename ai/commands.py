@@ -7,7 +7,9 @@ from difflib import get_close_matches
 from pprint import pformat
 from textwrap import wrap
 
+from django.db.models import Count, Q
 from evennia.commands.cmdset import CmdSet
+from evennia.commands.command import Command
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import evmore, logger
 from evennia.utils.ansi import raw
@@ -18,10 +20,13 @@ from twisted.internet import defer
 
 from .audience import describe_audience, message_audience, with_audience
 from .config import SCRIPT_CONFIG, ConfigError, parse_value
+from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
+from .helpers.memory_links import memory_namespace
 from .history import row_to_message
-from .models import ConversationMessage
+from .models import ConversationMessage, EntityObservation, JournalEntry, MemoryLink
 from .prompt_contexts import CONTEXT_TICK_EVENT
+from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
 from .tools import ToolContext, execute_tool
@@ -241,6 +246,14 @@ class CmdAiConfig(MuxCommand):
         return "\n".join(lines)
 
 
+def indented(text, width):
+    """Return the lines of ``text`` as typed (uncoloured), each wrapped, all indented."""
+    lines = []
+    for line in text.splitlines():
+        lines += wrap(raw(line), width, initial_indent=INDENT, subsequent_indent=INDENT)
+    return lines
+
+
 def summary_block(message):
     """Return a summary message's metadata on one line, then its whole text."""
     metadata = message["metadata"]
@@ -257,6 +270,11 @@ def summary_block(message):
     )
 
 
+def privately(text, audience):
+    """Return ``text`` marked ``(private to #N)`` when ``audience`` is private."""
+    return f"({describe_audience(audience)}) {text}" if audience else text
+
+
 def preview(message, width):
     """Return one line of at most ``width`` characters that stands for ``message``."""
     metadata = message.get("metadata") or {}
@@ -269,10 +287,15 @@ def preview(message, width):
         text = " ".join(f"→ {tool_call_text(call)}" for call in message["tool_calls"])
     else:
         text = message.get("content") or ""
-    audience = message_audience(message)
-    if audience:  # what was whispered is marked, for builders alone see it
-        text = f"({describe_audience(audience)}) {text}"
+    # What was whispered is marked, for builders alone see it.
+    text = privately(text, message_audience(message))
     return shortened(" ".join(text.split()), width)
+
+
+def first_line(message, width):
+    """Return the preview of a history message's first line (its tool calls if it made any)."""
+    content = (message.get("content") or "").strip()
+    return preview(dict(message, content=content.splitlines()[0] if content else ""), width)
 
 
 def when(iso):
@@ -280,16 +303,35 @@ def when(iso):
     return iso[:19].replace("T", " ") if iso else "never"
 
 
+def fitted_table(headers, rows, texts, width):
+    """Return an EvTable within ``width``: ``rows`` under the first headers, ``texts`` last.
+
+    Args:
+        headers (tuple): Every column's header; the last one heads ``texts``.
+        rows (list): Tuples of strings, one cell per header but the last.
+        texts (list): One text per row, cut with … to the room the other columns leave.
+        width (int): The client's width.
+    """
+    # A column is as wide as its widest cell and a space either side; the text gets the rest.
+    room = width - sum(max(map(len, column)) + 2 for column in zip(headers[:-1], *rows)) - 2
+    table = EvTable(*(f"|w{header}|n" for header in headers), border="header")
+    for row, text in zip(rows, texts):
+        table.add_row(*row, shortened(" ".join(text.split()), room))
+    return table
+
+
 def message_table(messages, width):
     """Return an EvTable of history messages within ``width``: row id, role, tokens, preview."""
-    headers = ("row id", "role", "tokens")
     rows = [(str(msg["id"]), msg["role"], str(msg["token_count"])) for msg in messages]
-    # A column is as wide as its widest cell and a space either side; the preview gets the rest.
-    room = width - sum(max(map(len, column)) + 2 for column in zip(headers, *rows)) - 2
-    table = EvTable(*(f"|w{header}|n" for header in headers), "|wpreview|n", border="header")
-    for message, row in zip(messages, rows):
-        table.add_row(*row, preview(message, room))
-    return table
+    previews = [preview(message, width) for message in messages]
+    return fitted_table(("row id", "role", "tokens", "preview"), rows, previews, width)
+
+
+def row_state(row):
+    """Return whether a history row is ``live`` or archived, and in which summary."""
+    if row.is_live:
+        return "live"
+    return f"archived in {row.replaced_by_id}" if row.replaced_by_id else "archived"
 
 
 def summaries_of(script):
@@ -412,8 +454,7 @@ class CmdAiHistory(MuxCommand):
                 about.append("tags: " + ", ".join(entry["tags"]))
             header = raw(f"{entry['id']} ({'; '.join(about)})")
             blocks += wrap(header, width, subsequent_indent=INDENT)
-            for line in entry["content"].splitlines():
-                blocks += wrap(raw(line), width, initial_indent=INDENT, subsequent_indent=INDENT)
+            blocks += indented(entry["content"], width)
         return "\n".join(blocks)
 
     def compactions(self, assistant, script):
@@ -435,7 +476,7 @@ class CmdAiHistory(MuxCommand):
             metadata = summary.metadata
             table.add_row(
                 summary.pk,
-                "live" if summary.is_live else f"archived in {summary.replaced_by_id}",
+                row_state(summary),
                 metadata.get("kind", "?"),
                 when(metadata.get("compacted_at")),
                 metadata.get("compacted_count", "?"),
@@ -613,6 +654,320 @@ class CmdAiConfirm(MuxCommand):
         )
 
 
+# Memories that aimemory/search lists at most.
+SEARCH_LIMIT = 10
+
+
+@defer.inlineCallbacks
+def search_every_memory(character, query, limit):
+    """Return ``(link, score)`` for up to ``limit`` memories nearest ``query``, best first.
+
+    Unlike ``semantic_memory.recall``, which keeps only what one audience may hear, this
+    keeps every memory, private ones too: a builder sees all (Mem0 runs on its worker).
+
+    Returns:
+        Deferred: Fires with the list.
+    """
+    hits = yield WORKER.call(search_memories, memory_namespace(character), query, limit)
+    links = MemoryLink.objects.filter(
+        db_object_id=character.id, memory_id__in=[hit[0] for hit in hits]
+    ).select_related("superseded_by")
+    by_memory = {link.memory_id: link for link in links}
+    # A memory without a link is unknown to the journal: recall never shows it either.
+    return [(by_memory[memory_id], score) for memory_id, _, score in hits if memory_id in by_memory]
+
+
+def step_line(name, result):
+    """Return what one step of the last sleep did, from its plain result fields."""
+    if result.get("error"):
+        return f"{name}: failed: {result['error']}"
+    if result.get("skipped"):
+        return f"{name}: skipped: {result.get('reason', '?')}"
+    # Lists are counted: every id a step touched would not fit on a line.
+    fields = [
+        f"{key.replace('_', ' ')} {len(value) if isinstance(value, list) else value}"
+        for key, value in result.items()
+    ]
+    return f"{name}: {', '.join(fields) or 'nothing reported'}"
+
+
+class CmdAiMemory(Command):
+    """
+    Inspect an assistant's long-term memory: memories, journal, entity profiles.
+
+    Usage:
+      aimemory [<assistant>]
+      aimemory [<assistant>]/search <words>
+      aimemory [<assistant>]/show <link id>
+      aimemory [<assistant>]/profiles [<name>]
+
+    Switches:
+      search   - the memories nearest <words> in meaning, best first: each
+                 one's link id, score, when and by which link it was superseded
+                 (if it was), and its text cut to one line
+      show     - one memory in full: its text, when it held, who may hear it,
+                 the journal entry it came from and that entry's history
+                 messages (live or archived)
+      profiles - the entity profiles (or the one of <name>): the observations
+                 that hold, and, indented below, those superseded, with when
+                 and what replaced them
+
+    Without a name, the only assistant in the room is shown. The plain form
+    counts the memories (current and superseded), the journal entries
+    (consolidated into memory, waiting for the next sleep, archived) and the
+    entity profiles, then tells when the assistant last slept and what each
+    step of that sleep did. What was whispered to the assistant is marked
+    "(private to #dbref)": players never hear it, builders see it.
+
+    Examples:
+      aimemory helper
+      aimemory helper/search gate password
+      aimemory helper/show 12
+      aimemory helper/profiles Char
+    """
+
+    key = "aimemory"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def parse(self):
+        """Split ``<assistant>/<switch> <argument>``: the switch follows the name."""
+        name, _, rest = self.args.strip().partition("/")
+        switch, _, argument = rest.strip().partition(" ")
+        self.name, self.switch, self.argument = name.strip(), switch.lower(), argument.strip()
+
+    def func(self):
+        forms = {
+            "": self.overview,
+            "search": self.search,
+            "show": self.show,
+            "profiles": self.profiles,
+        }
+        if self.switch not in forms:
+            self.caller.msg(
+                f"aimemory has no switch /{self.switch}; use /search, /show or /profiles."
+            )
+            return
+        assistant = find_assistant(self.caller, self.name)
+        if assistant is None:
+            return
+        text = forms[self.switch](assistant)
+        if text:  # a search answers later, when its Deferred fires
+            evmore.msg(self.caller, text, session=self.session)
+
+    def wrapped(self, text, indent=INDENT):
+        """Return ``text`` wrapped to the client's width, every line after the first indented.
+
+        Leading spaces of ``text`` are kept (textwrap keeps a paragraph's): they indent its
+        first line.
+        """
+        return "\n".join(wrap(text, self.client_width(), subsequent_indent=indent))
+
+    def overview(self, assistant):
+        """Return the counts of memories, journal entries and profiles, and the last sleep."""
+        script = assistant.assistant_script
+        links = MemoryLink.objects.filter(db_object_id=assistant.id).aggregate(
+            remembered=Count("id", filter=~Q(memory_id="")),
+            superseded=Count("id", filter=~Q(memory_id="") & Q(invalid_at__isnull=False)),
+            pending=Count("id", filter=Q(memory_id="")),
+        )
+        entries = JournalEntry.objects.filter(db_object_id=assistant.id).aggregate(
+            total=Count("id"),
+            consolidated=Count("id", filter=Q(consolidated=True)),
+            archived=Count("id", filter=Q(archived=True)),
+        )
+        observations = EntityObservation.objects.filter(db_object_id=assistant.id).aggregate(
+            total=Count("id"),
+            superseded=Count("id", filter=Q(invalid_at__isnull=False)),
+            entities=Count("entity", distinct=True),
+        )
+        memories = (
+            f"Memories: {links['remembered']} ({links['remembered'] - links['superseded']} "
+            f"current, {links['superseded']} superseded)"
+        )
+        if links["pending"]:
+            memories += f"; {links['pending']} being added"
+        if not script.get_config("memory_enabled"):
+            memories += "; memory_enabled is False: no new ones are made"
+        last = deserialize(script.db.last_sleep)  # plain lists, not the Attribute's
+        lines = [
+            f"Long-term memory of |w{assistant.key}|n (aimemory {assistant.key}/search, "
+            "/show, /profiles look closer):",
+            f"{memories}.",
+            f"Journal: {entries['total']} entries, {entries['consolidated']} consolidated into "
+            f"memory, {entries['total'] - entries['consolidated']} waiting for the next sleep; "
+            f"{entries['archived']} archived.",
+            f"Entity profiles: {observations['entities']} ({observations['total']} "
+            f"observations, {observations['superseded']} superseded).",
+            f"Last sleep: {when(last['at']) if last else 'never'}" + (":" if last else "."),
+        ]
+        lines = [self.wrapped(line) for line in lines]
+        for name, result in (last or {}).get("steps", {}).items():
+            lines.append(self.wrapped(INDENT + step_line(name, result), INDENT * 2))
+        return "\n".join(lines)
+
+    def search(self, assistant):
+        """Search every memory for the argument; the hits are sent when Mem0 answers."""
+        caller, query, width = self.caller, self.argument, self.client_width()
+        if not query:
+            return f"Usage: aimemory {assistant.key}/search <words>"
+        caller.msg(
+            self.wrapped(
+                f"Searching the long-term memory of {assistant.key} for {raw(repr(query))}..."
+            )
+        )
+
+        def report(hits):
+            evmore.msg(caller, self.hits(assistant, query, hits, width), session=self.session)
+
+        def failed(failure):
+            logger.log_err(f"AI {assistant.key}: aimemory search failed: {failure.getTraceback()}")
+            text = f"{assistant.key}: the memory search failed: {failure.getErrorMessage()}"
+            # An error may run over several long lines (a configuration's validation).
+            caller.msg("\n".join(self.wrapped(raw(line)) for line in text.splitlines()))
+
+        searching = search_every_memory(assistant, query, SEARCH_LIMIT)
+        caller.ndb.aimemory_search = searching  # for whoever waits on it (tests)
+        searching.addCallbacks(report, failed)
+        return None
+
+    def hits(self, assistant, query, hits, width):
+        """Return the memories found for ``query``: link id, score, supersession, text."""
+        if not hits:
+            return self.wrapped(f"{assistant.key} remembers nothing near {raw(repr(query))}.")
+        rows = [
+            (
+                str(link.id),
+                f"{score:.2f}",
+                when(link.invalid_at.isoformat()) if link.invalid_at else "-",
+                str(link.superseded_by_id or "?") if link.invalid_at else "-",
+            )
+            for link, score in hits
+        ]
+        texts = [privately(link.text, link.audience) for link, _ in hits]
+        table = fitted_table(("link", "score", "superseded", "by", "memory"), rows, texts, width)
+        heading = self.wrapped(
+            f"Memories of |w{assistant.key}|n nearest {raw(repr(query))}, best first "
+            f"(aimemory {assistant.key}/show <link> shows one in full):"
+        )
+        return f"{heading}\n{table}"
+
+    def show(self, assistant):
+        """Return one memory in full, with its journal entry and the messages it came from."""
+        number = self.argument
+        if not number:
+            return f"Usage: aimemory {assistant.key}/show <link id>"
+        if not number.isdigit():
+            return self.wrapped(
+                f"{raw(repr(number))} is not a link id: give the number /search shows."
+            )
+        link = (
+            MemoryLink.objects.filter(db_object_id=assistant.id, id=int(number))
+            .select_related("entry", "superseded_by")
+            .first()
+        )
+        if link is None:
+            return f"{assistant.key} has no memory link {number}."
+        heading = (
+            f"Memory link {link.id} of |w{assistant.key}|n (Mem0 id "
+            f"{link.memory_id or 'none yet: being added'}):"
+        )
+        facts = [f"Valid from: {when(link.valid_from.isoformat())}."]
+        if link.invalid_at:
+            newer = link.superseded_by
+            by = f"link {newer.id}: {raw(newer.text)}" if newer else "a link since deleted"
+            facts.append(f"Superseded: {when(link.invalid_at.isoformat())} by {by}")
+        else:
+            facts.append("Superseded: no, it holds.")
+        older = list(link.supersedes.values_list("id", flat=True))
+        if older:
+            facts.append(f"Supersedes: link {', '.join(map(str, older))}.")
+        facts.append(f"Audience: {describe_audience(link.audience)}.")
+        lines = [
+            self.wrapped(heading),
+            *indented(link.text, self.client_width()),
+            *map(self.wrapped, facts),
+            *self.source(assistant, link.entry),
+        ]
+        return "\n".join(lines)
+
+    def source(self, assistant, entry):
+        """Return the lines telling a memory's journal entry and its history messages."""
+        if entry is None:
+            return [
+                self.wrapped(
+                    "Source entry: deleted from the journal (the next sleep drops this memory)."
+                )
+            ]
+        score = "unscored" if entry.score is None else f"score {entry.score:g}"
+        lines = [
+            self.wrapped(
+                f"Source entry: {entry.entry_id} ({entry.source_type}, importance "
+                f"{entry.importance}, {score}, {'archived' if entry.archived else 'not archived'})."
+            )
+        ]
+        ids = list(entry.source_message_ids or ())
+        if not ids:
+            return lines + ["History messages it came from: none recorded."]
+        rows = list(
+            ConversationMessage.objects.filter(
+                db_script_id=assistant.assistant_script.id, id__in=ids
+            )
+        )
+        lines.append("History messages it came from:")
+        if rows:
+            cells = [(str(row.id), str(row.position), row.role, row_state(row)) for row in rows]
+            firsts = [first_line(row_to_message(row), self.client_width()) for row in rows]
+            headers = ("row id", "position", "role", "state", "first line")
+            lines.append(str(fitted_table(headers, cells, firsts, self.client_width())))
+        gone = sorted(set(ids) - {row.id for row in rows})
+        if gone:
+            lines.append(self.wrapped(f"No longer stored: {', '.join(map(str, gone))}."))
+        return lines
+
+    def profiles(self, assistant):
+        """Return each entity's current observations, its superseded ones indented below."""
+        profiles = entity_profiles(assistant)
+        name = self.argument.lower()
+        if name:
+            profiles = {
+                ref: profile
+                for ref, profile in profiles.items()
+                if name in (ref.lower(), profile["name"].lower())
+            }
+        if not profiles:
+            about = f" of {raw(repr(self.argument))}" if name else "s"
+            return self.wrapped(f"{assistant.key} has no entity profile{about}.")
+        lines = [
+            self.wrapped(
+                f"Entity profiles of |w{assistant.key}|n ({len(profiles)}; superseded "
+                "observations indented below the current ones):"
+            )
+        ]
+        for ref, profile in profiles.items():
+            observations = profile["observations"]
+            current = [obs for obs in observations if not obs.get("invalid_at")]
+            lines.append(
+                self.wrapped(
+                    f"|w{raw(profile['name'])}|n ({ref}): {len(current)} current, "
+                    f"{len(observations) - len(current)} superseded, updated "
+                    f"{when(profile['updated'])}"
+                )
+            )
+            for observation in current:
+                text = privately(observation["text"], observation.get("audience"))
+                lines.append(self.wrapped(INDENT + raw(text), INDENT * 2))
+            for observation in observations:
+                if observation.get("invalid_at"):
+                    text = privately(observation["text"], observation.get("audience"))
+                    replaced = (
+                        f"(superseded {when(observation['invalid_at'])} by: "
+                        f"{observation.get('superseded_by') or 'one since deleted'})"
+                    )
+                    lines.append(self.wrapped(INDENT * 2 + raw(f"{replaced} {text}"), INDENT * 3))
+        return "\n".join(lines)
+
+
 class AssistantCmdSet(CmdSet):
     """The assistant's commands: talk for everyone, the ai* commands for builders."""
 
@@ -625,3 +980,4 @@ class AssistantCmdSet(CmdSet):
         self.add(CmdAiHistory())
         self.add(CmdAiCompact())
         self.add(CmdAiConfirm())
+        self.add(CmdAiMemory())

@@ -1,0 +1,337 @@
+"""The aimemory command on real long-term memory (Mem0 with its local FAISS and embedder):
+its overview, /search, /show and /profiles, private items marked, errors, 78 columns."""
+
+import re
+
+from django.test import override_settings
+from evennia.utils.ansi import strip_ansi
+
+from ai.commands import AssistantCmdSet, CmdAiMemory
+from ai.helpers.entity_context import add_observation, run_entity_consolidation_batch
+from ai.helpers.journal import add_entry
+from ai.helpers.memory_links import links_for
+from ai.models import JournalEntry, MemoryLink
+from ai.sleep import run_sleep_tick
+from ai.sleep.compaction import compact_conversation_history
+from ai.sleep.consolidation import consolidate_memories_to_semantic
+
+from .support import (
+    AssistantCommandTestCase,
+    make_assistant,
+    record_messages,
+    store_window,
+    wait_for,
+)
+
+SLOW = 120  # seconds: the first test of a run loads the embedder
+OLD, NEW = "The gate password is swordfish.", "The gate password is now marmalade."
+FORGE = 'Char says, "Bob runs the forge by the northern bridge."'
+FACTS = [
+    'Char says, "My sister Elena works as a blacksmith in Riverdale village."',
+    'Char says, "Captain Harlow keeps the harbour keys inside his blue coat."',
+    'Char says, "The library closes early every Thursday for cleaning."',
+]
+
+
+class MemoryCommandTestCase(AssistantCommandTestCase):
+    def setUp(self):
+        super().setUp()
+        # What the command sends later, when a search's Deferred fires.
+        self.heard = record_messages(self.char1)
+
+    def journal(self, text, audience=None, source_message_ids=()):
+        return add_entry(
+            self.assistant,
+            text,
+            "conversation",
+            audience=audience,
+            source_message_ids=source_message_ids,
+        )
+
+    def consolidate(self):
+        return wait_for(
+            consolidate_memories_to_semantic(self.script, self.assistant, 20), timeout=SLOW
+        )
+
+    def link(self, text):
+        return MemoryLink.objects.get(text=text)
+
+    def aimemory(self, args, expected=None):
+        """Run aimemory; return what it sent at once, checked to fit 78 columns."""
+        output = self.call(CmdAiMemory(), args, expected)
+        self.assert_fits(output)
+        return output
+
+    def search(self, words):
+        """Run aimemory/search and wait for Mem0; return what it sent when it answered."""
+        self.aimemory(
+            f"Helper/search {words}", f"Searching the long-term memory of Helper for {words!r}..."
+        )
+        before = len(self.heard)
+        wait_for(self.char1.ndb.aimemory_search, timeout=SLOW)
+        output = strip_ansi("\n".join(map(str, self.heard[before:])))
+        self.assert_fits(output)
+        return output
+
+    def supersede(self):
+        """Remember the gate password, then its change; return (old link, new link)."""
+        self.journal(OLD)
+        self.consolidate()
+        self.journal(NEW)
+        self.consolidate()
+        return self.link(OLD), self.link(NEW)
+
+    def assert_fits(self, output, width=78):
+        self.assertEqual([line for line in output.splitlines() if len(line) > width], [])
+
+
+class TestOverview(MemoryCommandTestCase):
+    def test_counts_before_anything_was_remembered(self):
+        output = self.aimemory("Helper")
+        self.assertIn("Memories: 0 (0 current, 0 superseded).", output)
+        self.assertIn(
+            "Journal: 0 entries, 0 consolidated into memory, 0 waiting for the next sleep; "
+            "0 archived.",
+            " ".join(output.split()),
+        )
+        self.assertIn("Entity profiles: 0 (0 observations, 0 superseded).", output)
+        self.assertIn("Last sleep: never.", output)
+
+    def test_counts_memories_entries_profiles_and_tells_the_last_sleep(self):
+        self.journal(OLD)
+        wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        self.journal(NEW)
+        add_observation(self.assistant, self.char1, "I live in Oakvale.")
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.")
+        add_observation(self.assistant, self.char2, "I sell bread.")
+        wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        self.journal("Bob sells bread at dawn.")
+        JournalEntry.objects.filter(content=OLD).update(archived=True)
+        self.script.set_config("memory_enabled", False)
+        output = self.aimemory("Helper")
+        shown = " ".join(output.split())
+        self.assertIn(
+            "Memories: 2 (1 current, 1 superseded); memory_enabled is False: no new ones are "
+            "made.",
+            shown,
+        )
+        self.assertIn(
+            "Journal: 3 entries, 2 consolidated into memory, 1 waiting for the next sleep; "
+            "1 archived.",
+            shown,
+        )
+        self.assertIn("Entity profiles: 2 (3 observations, 1 superseded).", shown)
+        at = self.script.db.last_sleep["at"]
+        self.assertIn(f"Last sleep: {at[:10]} {at[11:19]}:", output)
+        self.assertIn(
+            "memory_consolidation: consolidated entry ids 1, memories added 1, superseded 1, "
+            "remaining 0",
+            shown,
+        )
+        self.assertIn("entity_consolidation: consolidated 3, superseded 1, merged 0", shown)
+        self.assertRegex(output, r"\n    context_compaction: skipped: ")
+        steps = re.findall(r"^    (\w+):", output, re.M)
+        self.assertEqual(steps, list(self.script.db.last_sleep["steps"]))
+
+
+class TestSearch(MemoryCommandTestCase):
+    def test_finds_a_memory_and_marks_the_superseded_one(self):
+        old, new = self.supersede()
+        output = self.search("gate password")
+        self.assertIn(
+            "Memories of Helper nearest 'gate password', best first (aimemory Helper/show "
+            "<link> shows one in full):",
+            " ".join(output.split()),
+        )
+        self.assertRegex(output, r"\n link +score +superseded +by +memory")
+        self.assertRegex(output, rf"\n {new.id} +\d\.\d\d +- +- +{re.escape(NEW)}")
+        since = re.escape(f"{old.invalid_at.isoformat()[:10]} {old.invalid_at.isoformat()[11:19]}")
+        self.assertRegex(output, rf"\n {old.id} +\d\.\d\d +{since} +{new.id} +{re.escape(OLD)}")
+
+    def test_shows_a_private_memory_marked(self):
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        self.consolidate()
+        output = self.search("locker code")
+        link = self.link("Char's locker code is 4471.")
+        self.assertRegex(
+            output, rf"\n {link.id} +\d\.\d\d .*\(private to {self.char1.dbref}\) Char's locker"
+        )
+
+    def test_cuts_a_long_memory_to_one_line(self):
+        long = "The harbour master keeps " + "a very long ledger of ships " * 10 + "."
+        self.journal(long)
+        self.consolidate()
+        output = self.search("harbour ledger")
+        row = next(line for line in output.splitlines() if "harbour master" in line)
+        self.assertTrue(row.rstrip().endswith("…"), row)
+
+    def test_says_when_nothing_is_remembered(self):
+        self.assertIn(
+            "Helper remembers nothing near 'gate password'.", self.search("gate password")
+        )
+
+    def test_tells_the_caller_what_failed(self):
+        with override_settings(AI_MEMORY_CONFIG={"vector_store": {"provider": "no-such-store"}}):
+            output = self.search("gate password")
+        self.assertRegex(
+            " ".join(output.split()), r"^Helper: the memory search failed: .*no-such-store"
+        )
+
+
+class TestShow(MemoryCommandTestCase):
+    def test_shows_a_memory_with_its_entry_and_the_messages_it_came_from(self):
+        said = self.script.append_message({"role": "user", "content": FORGE})
+        for fact in FACTS:
+            self.script.append_message({"role": "assistant", "content": "Noted, thank you."})
+            self.script.append_message({"role": "user", "content": fact})
+        self.script.set_config("compact_preserve_window", 2)
+        store_window(self.script, 256)
+        compaction = wait_for(
+            compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+        )
+        self.assertTrue(compaction["success"], compaction)
+        live = self.script.append_message(
+            {"role": "user", "content": 'Char says, "Bob still runs it."\nAnd more.'}
+        )
+        self.journal("Bob runs the forge.", source_message_ids=[said["id"], live["id"], 99999])
+        self.consolidate()
+        link = self.link("Bob runs the forge.")
+        entry = link.entry
+        output = self.aimemory(f"Helper/show {link.id}")
+        self.assertTrue(
+            output.startswith(
+                f"Memory link {link.id} of Helper (Mem0 id {link.memory_id}):\n"
+                "    Bob runs the forge.\n"
+                f"Valid from: {link.valid_from.isoformat()[:10]} "
+            ),
+            output,
+        )
+        self.assertIn("Superseded: no, it holds.\nAudience: public.", output)
+        self.assertIn(
+            f"Source entry: {entry.entry_id} (conversation, importance 5, unscored, not "
+            "archived).",
+            " ".join(output.split()),
+        )
+        self.assertRegex(output, r"History messages it came from:\n row id +position +role +state")
+        self.assertRegex(
+            output,
+            rf"\n {said['id']} +{said['position']} +user +archived in "
+            rf"{compaction['summary_id']} +Char says, \"Bob runs the forge",
+        )
+        self.assertRegex(
+            output,
+            rf"(?m)^ {live['id']} +{live['position']} +user +live +Char says, \"Bob still runs "
+            r"it\.\" *$",
+        )
+        self.assertNotIn("And more.", output, "only the first line")
+        self.assertIn("No longer stored: 99999.", output)
+
+    def test_shows_what_superseded_a_memory_and_what_it_superseded(self):
+        old, new = self.supersede()
+        output = self.aimemory(f"Helper/show {old.id}")
+        since = f"{old.invalid_at.isoformat()[:10]} {old.invalid_at.isoformat()[11:19]}"
+        self.assertIn(f"Superseded: {since} by link {new.id}: {NEW}", output)
+        self.assertIn("History messages it came from: none recorded.", output)
+        output = self.aimemory(f"Helper/show {new.id}")
+        self.assertIn(f"Superseded: no, it holds.\nSupersedes: link {old.id}.", output)
+
+    def test_marks_a_private_memory_and_a_deleted_entry(self):
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        self.consolidate()
+        link = self.link("Char's locker code is 4471.")
+        self.assertIn(
+            f"Audience: private to {self.char1.dbref}.", self.aimemory(f"Helper/show {link.id}")
+        )
+        JournalEntry.objects.filter(id=link.entry_id).delete()  # a builder withdrew it
+        self.assertIn(
+            "Source entry: deleted from the journal (the next sleep drops this memory).",
+            " ".join(self.aimemory(f"Helper/show {link.id}").split()),
+        )
+
+    def test_shows_a_long_memory_whole_within_78_columns(self):
+        long = "The harbour master keeps " + "a very long ledger of ships " * 10 + "."
+        self.journal(long)
+        self.consolidate()
+        output = self.aimemory(f"Helper/show {self.link(long).id}")
+        self.assertIn(" ".join(long.split()), " ".join(output.split()))
+
+
+class TestProfiles(MemoryCommandTestCase):
+    def test_shows_current_observations_and_superseded_ones_indented_below(self):
+        add_observation(self.assistant, self.char1, "I live in Oakvale.")
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.")
+        add_observation(
+            self.assistant, self.char1, "My vault code is 4417.", audience=[self.char1.dbref]
+        )
+        add_observation(self.assistant, self.char2, "I sell bread.")
+        run_entity_consolidation_batch(self.script, self.assistant, 20)
+        output = self.aimemory("Helper/profiles")
+        old = self.assistant.ai_observations.get(text="I live in Oakvale.").invalid_at.isoformat()
+        char = self.char1.dbref
+        self.assertRegex(
+            output,
+            rf"Char \({char}\): 2 current, 1 superseded, updated [\d-]+ [\d:]+\n"
+            rf"    I moved to Rivertown\.\n"
+            rf"    \(private to {char}\) My vault code is 4417\.\n"
+            rf"        \(superseded {old[:10]} {old[11:19]} by: I moved to Rivertown\.\) "
+            r"I live in\s+Oakvale\.",
+        )
+        self.assertIn(f"Char2 ({self.char2.dbref}): 1 current, 0 superseded", output)
+        only = self.aimemory("Helper/profiles char2")
+        self.assertIn("Entity profiles of Helper (1;", only)
+        self.assertNotIn("Oakvale", only)
+        self.assertIn("I sell bread.", self.aimemory(f"Helper/profiles {self.char2.dbref}"))
+        self.aimemory("Helper/profiles Dana", "Helper has no entity profile of 'Dana'.")
+
+    def test_says_when_there_are_none(self):
+        self.aimemory("Helper/profiles", "Helper has no entity profiles.")
+
+    def test_long_output_is_paged(self):
+        for number in range(40):
+            add_observation(self.assistant, self.char1, f"I own {number} goats in the hills.")
+        output = self.aimemory("Helper/profiles")
+        self.assertRegex(output, r"Page \[1/\d\]")
+        self.assertIsNotNone(self.char1.ndb._more)
+
+
+class TestErrors(MemoryCommandTestCase):
+    def test_each_mistake_is_named_in_one_line(self):
+        self.aimemory("Nobody", "Found 0 assistants matching 'Nobody'; name exactly one.")
+        self.aimemory(
+            "Nobody/search gate", "Found 0 assistants matching 'Nobody'; name exactly one."
+        )
+        self.aimemory(
+            "Helper/forget gate", "aimemory has no switch /forget; use /search, /show or /profiles."
+        )
+        self.aimemory("Helper/search", "Usage: aimemory Helper/search <words>")
+        self.aimemory("Helper/show", "Usage: aimemory Helper/show <link id>")
+        self.aimemory(
+            "Helper/show twelve", "'twelve' is not a link id: give the number /search shows."
+        )
+        self.aimemory("Helper/show 9999", "Helper has no memory link 9999.")
+        long = "nine" * 30  # the answer is wrapped within 78 columns (aimemory checks)
+        output = self.aimemory(f"Helper/show {long}")
+        self.assertTrue(output.startswith("'ninenine"), output)
+        self.assertIn(
+            "' is not a link id: give the number /search shows.", " ".join(output.split())
+        )
+
+    def test_a_link_of_another_assistant_is_not_found(self):
+        other = make_assistant("Sage", self.room2)
+        add_entry(other, "The sage hides the key under the bell.", "conversation")
+        links, _ = links_for(other, list(JournalEntry.objects.filter(db_object_id=other.id)))
+        link = next(iter(links.values()))
+        self.aimemory(f"Helper/show {link.id}", f"Helper has no memory link {link.id}.")
+
+    def test_without_a_name_the_only_assistant_here_is_shown(self):
+        self.aimemory("", "Long-term memory of Helper")
+        self.aimemory("/profiles", "Helper has no entity profiles.")
+
+    def test_locked_to_builders_and_in_the_command_set(self):
+        self.assertTrue(CmdAiMemory().access(self.char1, "cmd"))
+        self.assertFalse(CmdAiMemory().access(self.char2, "cmd"))
+        cmdset = AssistantCmdSet()
+        cmdset.at_cmdset_creation()
+        self.assertIn("aimemory", [command.key for command in cmdset.commands])
+        for heading in ("Usage:", "Switches:", "Examples:"):
+            self.assertIn(heading, CmdAiMemory.__doc__)
