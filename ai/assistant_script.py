@@ -102,9 +102,16 @@ class AssistantScript(DefaultScript):
                 pending[name] = value
                 check(*(pending[other] for other in names))
         self.attributes.add(name, value)
+        self.ndb.tick_config = None
 
     def effective_config(self):
-        """Return the usable configuration, logging (once each) any refused stored value."""
+        """Return the usable configuration, logging (once each) any refused stored value.
+
+        During a tick it is resolved once (reading every attribute costs about a
+        millisecond, and a tick asks a dozen times); ``set_config`` drops that copy.
+        """
+        if self.ndb.tick_config is not None:
+            return self.ndb.tick_config
         stored = {
             name: deserialize(self.attributes.get(name, default_value(name)))
             for name in SCRIPT_CONFIG
@@ -209,6 +216,7 @@ class AssistantScript(DefaultScript):
 
     def _end_tick(self, result):
         self.ndb.tick_running = False
+        self.ndb.tick_config = None
         self.ndb.last_tick = result
         return result
 
@@ -222,7 +230,7 @@ class AssistantScript(DefaultScript):
         character = self.obj
         if character is None:
             return {"status": "no_character"}
-        config = self.effective_config()
+        config = self.ndb.tick_config = self.effective_config()
         if self.db.operating_mode == "sleep":
             if not self.db.pending_events:
                 result = yield self.sleep_tick(character, config)

@@ -5,7 +5,8 @@ whether facts that changed are recalled by their current value.
    written to the FAISS store directly, which is set-up, not what is measured); then the
    median and 95th percentile of Mem0 ``search`` on the worker, and of ``recall`` (search
    plus the link table's join and the audience filter).
-2. ``dreaming_tick``: ``run_sleep_tick`` with 20 new journal entries to consolidate, on a
+2. ``dreaming_tick``: a dreaming tick (``at_repeat`` asleep, which runs ``run_sleep_tick``)
+   with 20 new journal entries to consolidate, on a
    journal of 1,000 and 20,000 entries beside the 10,000 memories, after one warm-up tick.
    Reported: the reactor thread's CPU time over the tick (Mem0 runs on its worker and does
    not count), and in a second tick the longest the reactor went without turning (a 2 ms
@@ -159,8 +160,6 @@ def fill_journal(character, start, stop, consolidated):
 @defer.inlineCallbacks
 def measure_dreaming_tick(character):
     """Return the reactor thread's CPU time and longest hold of a dreaming tick per size."""
-    from ai.sleep import run_sleep_tick
-
     script, rows, filled = character.assistant_script, [], 0
     for size in TICK_JOURNAL_SIZES:
         fill_journal(character, filled, size, consolidated=True)
@@ -178,8 +177,11 @@ def measure_dreaming_tick(character):
             probing = task.LoopingCall(probe)
             if tick == "hold":
                 probing.start(0.002)
+            script.wake_up("bench")
+            script.fall_asleep("bench")
+            yield script.at_repeat()  # dozing
             cpu, wall = time.thread_time(), time.perf_counter()
-            result = yield run_sleep_tick(script, character)
+            result = (yield script.at_repeat())["memory"]  # dreaming
             measured.append((time.thread_time() - cpu, time.perf_counter() - wall, gaps))
             if probing.running:
                 probing.stop()
