@@ -1,2 +1,0 @@
-def prune_low_importance_entries(script, character):
-    return {}

@@ -1,2 +1,0 @@
-def clear_stale_conversations(script, character):
-    return {}

@@ -1,2 +1,0 @@
-def score_entries_with_model(script, character, limit):
-    return {}
