@@ -20,6 +20,7 @@ from .config import (
     resolve_config,
 )
 from .context_usage import check_window_fits_frame, measure_context
+from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
@@ -310,6 +311,7 @@ class AssistantScript(DefaultScript):
                 ),
             }
         )
+        note_conversation(character, event, config["working_memory_ttl"])
         event = dict(event, in_history=True, message_id=stored["id"])
         loop = yield run_react_loop(
             self,

@@ -114,6 +114,9 @@ class JournalEntry(models.Model):
     archived = models.BooleanField(
         default=False, help_text="Left the active journal (episodic prune); kept, not deleted."
     )
+    model_scored = models.BooleanField(
+        default=False, help_text="Its score includes the model's rating; not rated again."
+    )
 
     class Meta:
         ordering = ("id",)
@@ -229,7 +232,7 @@ class WorkingMemory(models.Model):
     last_active = models.DateTimeField(default=timezone.now, db_index=True)
     turns = models.PositiveIntegerField(default=0)
     recent = models.JSONField(
-        default=list, blank=True, help_text="The last lines heard: text and audience each."
+        default=list, blank=True, help_text="The last lines heard: kind, words and audience each."
     )
 
     class Meta:

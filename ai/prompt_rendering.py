@@ -2,11 +2,14 @@
 
 from dataclasses import dataclass, field
 
+from django.utils import timezone
 from evennia.utils.dbserialize import deserialize
 
 from .helpers.entity_context import observations_for
 from .helpers.journal import search_entries, shared_words
 from .helpers.memory_links import remembered_entries
+from .helpers.working_memory import conversations
+from .utils.markers import CONVERSATION_LINE
 from .utils.message_format import one_line, quoted
 
 MAX_PROFILE_OBSERVATIONS = 5
@@ -90,14 +93,33 @@ def render_character_context(state):
 
 
 def render_entity_context(state):
+    present = present_characters(state.character)
     lines = []
-    for obj in present_characters(state.character):
+    for obj in present:
         observed = observations_for(
             state.character, obj.dbref, state.audience, MAX_PROFILE_OBSERVATIONS
         )
         if observed:
             lines.append(f"{obj.key} ({obj.dbref}): " + "; ".join(map(one_line, observed)))
-    return "What you know of those present:\n" + "\n".join(lines) if lines else ""
+    profiles = ["What you know of those present:", *lines] if lines else []
+    return "\n".join(profiles + render_working_memory(state, {obj.dbref for obj in present}))
+
+
+def render_working_memory(state, present):
+    """Return one line per conversation with someone ``present``, as far as the audience
+    may hear: ``Talking with Dana for 3 turns (since 14:02); last heard: Dana says, "..."``."""
+    ttl = state.script.get_config("working_memory_ttl")
+    lines = []
+    for talk in conversations(state.character, state.audience, ttl):
+        if talk["speaker"] in present:
+            turns = f"{talk['turns']} turn{'s' * (talk['turns'] != 1)}"
+            since = timezone.localtime(talk["started_at"]).strftime("%H:%M")
+            last = render_event(dict(talk["heard"][-1], speaker_name=talk["speaker_name"]))
+            lines.append(
+                f"{CONVERSATION_LINE}{one_line(talk['speaker_name'])} for {turns} (since {since})"
+                f"; last heard: {last}"
+            )
+    return lines
 
 
 def render_semantic_memories(state):

@@ -5,6 +5,9 @@ Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_t
 an entry came from and, for what was learned in private, ``audience`` (who may hear it; see
 ``ai.audience``). Each write is bounded in size, and costs the same whatever the journal's
 length: one entry row and one row per distinct word (the index that search reads).
+
+The active journal, which search and recall read, leaves out archived entries (moved out
+by the episodic prune, see ``helpers.episodic_index``); ``journal_entries`` lists them too.
 """
 
 import hashlib
@@ -15,6 +18,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from ..audience import may_hear
+from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
 
 MAX_ENTRY_CHARS = 2000
@@ -30,7 +34,8 @@ _COMMON_WORD = 500
 
 
 def as_entry(row):
-    """Return a journal row as the seeds' entry dict (``audience`` only when private)."""
+    """Return a journal row as the seeds' entry dict (``audience`` only when private,
+    ``archived`` only when archived)."""
     entry = {
         "id": row.entry_id,
         "timestamp": row.timestamp.isoformat(),
@@ -42,11 +47,14 @@ def as_entry(row):
     }
     if row.audience:
         entry["audience"] = list(row.audience)
+    if row.archived:
+        entry["archived"] = True
     return entry
 
 
 def journal_entries(character, source_type=None):
-    """Return the journal's entries as a plain list (oldest first), or those of one source."""
+    """Return every entry, archived ones too, as a plain list (oldest first), or those of one
+    source."""
     rows = JournalEntry.objects.filter(db_object_id=character.id)
     if source_type:
         rows = rows.filter(source_type=source_type)
@@ -54,8 +62,9 @@ def journal_entries(character, source_type=None):
 
 
 def recent_entries(character, audience, limit):
-    """Return the newest ``limit`` entries ``audience`` may hear, oldest first."""
-    rows = JournalEntry.objects.filter(db_object_id=character.id).order_by("-id")[:limit]
+    """Return the newest ``limit`` active entries ``audience`` may hear, oldest first."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id, archived=False)
+    rows = rows.order_by("-id")[:limit]
     return [as_entry(row) for row in reversed(rows) if may_hear(row.audience, audience)]
 
 
@@ -112,6 +121,7 @@ def add_entry(
             source_type=source_type,
             importance=importance,
             tags=tags,
+            score=heuristic_importance(content, source_type, importance, tags),
             source_message_ids=list(source_message_ids),
             audience=sorted(audience) if audience else None,
         )
@@ -162,15 +172,17 @@ def shared_words(text):
     return {word for word in _WORD.findall(text.lower()) if len(word) >= _MIN_WORD}
 
 
-def _sharing_words(character, wanted):
+def _sharing_words(character, wanted, include_archived):
     """Return ids of up to ``_CANDIDATES`` entries sharing the query's telling words.
 
     Words that most entries hold ("gate" in a journal about a gate) tell little and cost a
     read of every entry holding them, so candidates come from the rarer words when there
     are any (the scoring still counts every shared word); else from the rarest word alone,
-    newest entries first.
+    newest entries first. Archived entries are counted and returned only when included.
     """
     words = JournalWord.objects.filter(db_object_id=character.id)
+    if not include_archived:
+        words = words.filter(entry__archived=False)
     counts = dict(
         words.filter(word__in=wanted)
         .values("word")
@@ -192,7 +204,9 @@ def _sharing_words(character, wanted):
     )
 
 
-def search_entries(character, query=None, limit=5, exclude_sources=(), audience=None):
+def search_entries(
+    character, query=None, limit=5, exclude_sources=(), audience=None, include_archived=False
+):
     """Return up to ``limit`` journal entries, best first.
 
     Args:
@@ -205,14 +219,17 @@ def search_entries(character, query=None, limit=5, exclude_sources=(), audience=
             (e.g. messages still in the live history) is left out.
         audience (list, optional): Who will hear the answer; entries kept for others are
             left out (None: the room, so only public entries).
+        include_archived (bool): Also search the entries the episodic prune archived.
 
     Returns:
         list: The entries.
     """
     rows = JournalEntry.objects.filter(db_object_id=character.id)
+    if not include_archived:
+        rows = rows.filter(archived=False)
     if query and query.strip():
         wanted = shared_words(query)
-        ids = set(_sharing_words(character, wanted))
+        ids = set(_sharing_words(character, wanted, include_archived))
         if len(query.split()) <= _SUBSTRING_WORDS:
             # A short query may be part of a word ("DAWN" in "Dawnbringer"): scan for it.
             by_text = rows.filter(content__icontains=query.strip()).order_by("-id")

@@ -13,6 +13,7 @@ _EVENT_LINE = re.compile(
     r"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes), (?P<text>\".*\")$"
 )
 _GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
+_WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
 # The replies the responder makes: acknowledgements and recollections, never commitments.
 _STOCK_REPLY = re.compile(
@@ -35,6 +36,18 @@ def read_event(content):
     if text is None:
         return None, None, content
     return match["speaker"].strip(), match["verb"], text.strip()
+
+
+def request_text(messages, header):
+    """Return the user message that opens with ``header`` (a task's marker), or None."""
+    return next(
+        (
+            m["content"]
+            for m in messages
+            if m.get("role") == "user" and (m.get("content") or "").startswith(header)
+        ),
+        None,
+    )
 
 
 def parse_event(content):
@@ -61,6 +74,12 @@ def statement(text):
     while len(parts) > 1 and greets(parts[0]) and len(words(parts[0])) <= 3:
         parts.pop(0)
     return " ".join(parts)
+
+
+def is_weighty(text):
+    """Tell whether a line binds or matters: a promise, a secret, a debt or a number."""
+    said = words(text)
+    return bool(_WEIGHTY & set(said)) or any(word.isdigit() for word in said)
 
 
 def is_fact(text):

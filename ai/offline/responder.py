@@ -13,7 +13,8 @@ Once it has spoken, the engine ends the turn with ``noop`` (or plain text withou
 
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
 one fact not yet journaled per call, then ``noop``. Given a compaction transcript, it
-writes an extractive summary (see ``summarizer``).
+writes an extractive summary (see ``summarizer``); asked to rate journal entries, it rates
+them (see ``scorer``).
 """
 
 import hashlib
@@ -21,18 +22,17 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..utils.markers import SAVED_HEADER, SUMMARY_MARKER
+from ..utils.markers import CONVERSATION_LINE, SAVED_HEADER, SUMMARY_MARKER
 from ..utils.message_format import one_line
-from . import summarizer
-from .reading import greets, is_fact, parse_event, read_event, statement
+from . import scorer, summarizer
+from .reading import greets, is_fact, is_weighty, parse_event, read_event, statement
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
-# Lines of the character context that describe the assistant, not what it was told.
-_SELF_LINES = ("You are ", "Your description:")
+# Lines that describe the assistant, or repeat what history holds, not what it was told.
+_SELF_LINES = ("You are ", "Your description:", CONVERSATION_LINE)
 # A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
-_WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
 # "Please give me the lantern." (the offline engine hands over what it is asked for).
 _GIVE_REQUEST = re.compile(r"\bgive me (?:the |your |a |an )?(?P<item>[\w' -]+)", re.IGNORECASE)
@@ -137,8 +137,7 @@ def fact_calls(speaker, text, names, salt):
     calls = []
     fact = statement(text)  # without the greeting that may open it
     if "add_journal_entry" in names:
-        said = words(text)
-        importance = 7 if _WEIGHTY & set(said) or any(w.isdigit() for w in said) else 5
+        importance = 7 if is_weighty(text) else 5
         tags = [speaker.lower()] if speaker else []
         tags += sorted(keywords(fact) - {speaker.lower() if speaker else ""})[:3]
         entry = {
@@ -207,6 +206,8 @@ def respond(messages, tools=None):
     names = tool_names(tools)
     if summarizer.is_summary_request(messages):
         return Reply(content=summarizer.summarize(messages))
+    if scorer.is_scoring_request(messages):
+        return Reply(content=scorer.rate_entries(messages))
     if "add_journal_entry" in names and not any(n in names for n in SPEAK_TOOL_NAMES):
         return extract_next_fact(messages, names)
     last_user = _last_user_index(messages)

@@ -15,7 +15,7 @@ import re
 
 from ..utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
 from ..utils.message_format import one_line
-from .reading import is_commitment, is_fact, parse_event, statement
+from .reading import is_commitment, is_fact, parse_event, request_text, statement
 from .text_tools import words
 
 DEFAULT_WORD_LIMIT = 400
@@ -25,10 +25,7 @@ _OWN_LINE = "[you said]"
 
 def is_summary_request(messages):
     """Tell whether the chat is a compaction summary call."""
-    return any(
-        m.get("role") == "user" and (m.get("content") or "").startswith(TRANSCRIPT_HEADER)
-        for m in messages
-    )
+    return request_text(messages, TRANSCRIPT_HEADER) is not None
 
 
 def word_limit(messages):
@@ -80,10 +77,7 @@ def weight(line):
 
 def summarize(messages):
     """Return the extractive summary of a compaction call's transcript."""
-    transcript = next(
-        m["content"] for m in messages if (m.get("content") or "").startswith(TRANSCRIPT_HEADER)
-    )
-    lines = summary_lines(transcript)
+    lines = summary_lines(request_text(messages, TRANSCRIPT_HEADER))
     limit = word_limit(messages)
     while lines and sum(len(line.split()) for line in lines) > limit:
         lines.remove(min(lines, key=weight))

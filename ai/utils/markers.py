@@ -10,3 +10,7 @@ TRANSCRIPT_HEADER = "Conversation to summarize:"
 TRANSCRIPT_END = "(end of the conversation)"
 # The line of the extraction's instruction after which the facts already saved are listed.
 SAVED_HEADER = "Already saved (do not save these again):"
+# The first line of the entries that a scoring call asks the model to rate.
+SCORING_HEADER = "Journal entries to rate:"
+# How a line of working memory opens in the prompt (the offline engine recalls nothing there).
+CONVERSATION_LINE = "Talking with "

@@ -1,0 +1,100 @@
+"""Working memory: one :class:`~ai.models.WorkingMemory` row per ongoing conversation.
+
+A row holds who is talking with the assistant, since when, for how many turns, and the
+last lines heard from them (``{"type", "text", "audience"}``: the event's kind and words,
+and who may hear them, see ``ai.audience``): a whisper is only shown back to the whisperer.
+A conversation quiet for ``working_memory_ttl`` seconds is over: the next line starts a
+new one, and sleep clears the row.
+"""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..audience import event_audience, may_hear
+from ..models import WorkingMemory
+
+RECENT_LINES = 5
+MAX_LINE_CHARS = 300
+# Rows one clean-up deletes at most.
+CLEAR_BATCH = 100
+
+
+def note_conversation(character, event, ttl=None):
+    """Note a line heard from the event's speaker in their conversation with ``character``.
+
+    Args:
+        character (AssistantCharacter): The assistant.
+        event (dict): A heard event; one without a speaker or words is no conversation.
+        ttl (int, optional): Seconds of quiet that end a conversation; a line after that
+            starts a new one.
+
+    Returns:
+        WorkingMemory or None: The conversation's row.
+    """
+    if not (event.get("speaker") and event.get("text")):
+        return None
+    now = timezone.now()
+    line = {
+        "type": event.get("type"),
+        "text": event["text"][:MAX_LINE_CHARS],
+        "audience": event_audience(event),
+    }
+    with transaction.atomic():
+        row, _ = WorkingMemory.objects.select_for_update().get_or_create(
+            db_object_id=character.id, speaker=event["speaker"]
+        )
+        if ttl and row.turns and now - row.last_active > timedelta(seconds=ttl):
+            row.started_at, row.turns, row.recent = now, 0, []
+        row.speaker_name = event.get("speaker_name") or row.speaker_name
+        row.turns += 1
+        row.last_active = now
+        row.recent = [*row.recent, line][-RECENT_LINES:]
+        row.save()
+    return row
+
+
+def conversations(character, audience, ttl=None):
+    """Return the conversations of which ``audience`` may hear a line, quietest last.
+
+    Args:
+        character (AssistantCharacter): The assistant.
+        audience (list or None): Who will hear what the model says.
+        ttl (int, optional): Seconds of quiet after which a conversation is over and left out.
+
+    Returns:
+        list: ``{"speaker", "speaker_name", "turns", "started_at", "last_active", "heard"}``
+        dicts; ``heard`` holds the recent lines ``audience`` may hear only.
+    """
+    rows = WorkingMemory.objects.filter(db_object_id=character.id)
+    if ttl:
+        rows = rows.filter(last_active__gte=timezone.now() - timedelta(seconds=ttl))
+    found = []
+    for row in rows.order_by("-last_active"):
+        heard = [line for line in row.recent if may_hear(line["audience"], audience)]
+        if heard:
+            found.append(
+                {
+                    "speaker": row.speaker,
+                    "speaker_name": row.speaker_name,
+                    "turns": row.turns,
+                    "started_at": row.started_at,
+                    "last_active": row.last_active,
+                    "heard": heard,
+                }
+            )
+    return found
+
+
+def clear_stale_conversations(script, character):
+    """Delete the conversations quiet for more than ``working_memory_ttl`` seconds.
+
+    Returns:
+        dict: ``{"cleared": n, "speakers": [names]}``; at most ``CLEAR_BATCH`` a call.
+    """
+    cutoff = timezone.now() - timedelta(seconds=script.get_config("working_memory_ttl"))
+    stale = WorkingMemory.objects.filter(db_object_id=character.id, last_active__lt=cutoff)
+    rows = list(stale.order_by("last_active").values_list("id", "speaker_name")[:CLEAR_BATCH])
+    WorkingMemory.objects.filter(id__in=[row_id for row_id, _ in rows]).delete()
+    return {"cleared": len(rows), "speakers": [name for _, name in rows]}
