@@ -345,7 +345,7 @@ SCRIPT_CONFIG = {
         "Days before a consolidated, unimportant entry leaves the active journal (0: never)",
     ),
     "journal_prune_importance": Option(
-        4.0, number_range(0, 10), "Entries scored below this may leave the active journal"
+        4.0, number_range(0, 10), "Entries scored at most this may leave the active journal"
     ),
     "importance_model_scoring": Option(
         False, boolean, "Ask the model to score new journal entries while asleep"

@@ -4,9 +4,12 @@ Three players talk in a tavern: they plant facts (names, numbers, promises, plac
 ask about them later. The assistant hears them through its real typeclass and answers on
 each tick, using the offline engine (no network, no API key). Its context limit is small,
 so its history fills up and is compacted: in an emergency when a tick starts at 80% of the
-limit, and while it sleeps (the scenario sends it to sleep now and then) at 70%. The driver
-prints every tick and every compaction, then the compactions, the journal, and which
-planted facts can still be found in the live context or the journal.
+limit, and while it sleeps (the scenario sends it to sleep now and then) at 70%. Asleep, it
+also consolidates its journal into long-term memory (Mem0, local), marks a fact that
+changed as superseded, and moves consolidated entries out of the active journal. The
+driver prints every tick, compaction and memory step, then the compactions, the journal,
+where each planted fact can still be found (live context, active journal, long-term
+memory) and which answers came from long-term memory alone.
 
 Usage (``make demo`` builds the game directory and runs this)::
 
@@ -15,7 +18,8 @@ Usage (``make demo`` builds the game directory and runs this)::
 ``GAME_DIR`` defaults to ``build/demo_game`` beside this repository's ``demo/`` folder;
 it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this script
 migrates it). The exit code is 1 when a tick did not reply, when fewer than two
-compactions of each kind ran, or when a planted fact was lost.
+compactions of each kind ran, when a planted fact was lost, or when no question was
+answered from long-term memory alone.
 """
 
 import os
@@ -40,6 +44,12 @@ PREVIEW_CHARS = 64
 MAX_CONTEXT_TOKENS = 2800
 PRESERVE_WINDOW = 5
 REQUIRED_COMPACTIONS = {"emergency": 2, "sleep": 2}
+# Short summaries, and consolidated entries out of the active journal right after they
+# were learned whatever their importance: late questions find their facts only in
+# long-term memory. (A game keeps the defaults: 400 words, a week, importance below 4.)
+SUMMARY_WORDS = 60
+JOURNAL_PRUNE_AGE_DAYS = 1e-6  # about 0.1 s
+JOURNAL_PRUNE_IMPORTANCE = 10.0
 
 # A scenario step: the tavern goes quiet and the assistant sleeps for two ticks, dozing
 # (nothing runs) then dreaming (the sleep pipeline, which compacts at the sleep threshold).
@@ -64,6 +74,7 @@ SCENARIO = [
     ("Alice", "I owe the innkeeper 25 silver pieces since last winter."),
     ("Carol", "The healer Mira lives at the end of Willow Lane."),
     SLEEP,
+    ("Bob", "The password for the cellar door is now marmalade."),
     ("Alice", "What is the horse of Carol called?"),
     ("Bob", "The dwarves of Khazad Gorm trade mithril for amber."),
     ("Carol", "The map to the dragon lair is hidden in the chapel bell tower."),
@@ -71,6 +82,7 @@ SCENARIO = [
     ("Bob", "Where is my forge?"),
     ("Carol", "My sister Elena captains the city watch at Greyhaven."),
     ("Alice", "I will meet the wizard Orrin at the crossroads on Sunday."),
+    SLEEP,
     ("Bob", "The old mine entrance collapsed after the storm on Tuesday."),
     ("Carol", "Who keeps bees in Riverrun?"),
     ("Alice", "When does the ferry to Port Ashby leave?"),
@@ -80,7 +92,25 @@ SCENARIO = [
     ("Carol", "How much silver does Alice owe the innkeeper?"),
     ("Alice", "Where is the map to the dragon lair hidden?"),
     ("Carol", "Who will win the archery tournament?"),
+    SLEEP,
+    ("Alice", "What is the password for the cellar door now?"),
+    ("Carol", "How many iron ingots will Alice deliver to Bob?"),
+    ("Bob", "Where did Carol bury the gold coins?"),
 ]
+# What a right answer to each question holds; where it can be found is where its fact is.
+ANSWERS = {
+    "Where did Carol bury the gold coins?": "Mirkwood",
+    "What is the password for the cellar door now?": "marmalade",  # was swordfish
+    "What is the horse of Carol called?": "Thunder",
+    "Where is my forge?": "north gate",
+    "Who keeps bees in Riverrun?": "Edwin",
+    "When does the ferry to Port Ashby leave?": "six bells",
+    "Where does the healer Mira live?": "Willow Lane",
+    "Who captains the city watch at Greyhaven?": "Elena",
+    "How much silver does Alice owe the innkeeper?": "25 silver",
+    "Where is the map to the dragon lair hidden?": "bell tower",
+    "How many iron ingots will Alice deliver to Bob?": "12 iron ingots",
+}
 
 # A distinctive string of each planted fact: it is kept if the string is still somewhere.
 PLANTED_FACTS = (
@@ -101,6 +131,7 @@ PLANTED_FACTS = (
     "Greyhaven",
     "Orrin",
     "mine entrance",
+    "marmalade",
 )
 
 
@@ -118,6 +149,7 @@ class Outcome:
 
     silent_ticks: int = 0
     compactions: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
     spoken: list = field(default_factory=list)
 
 
@@ -170,7 +202,17 @@ def build_cast():
     script.stop()
     script.set_config("max_context_tokens", MAX_CONTEXT_TOKENS)
     script.set_config("compact_preserve_window", PRESERVE_WINDOW)
+    script.set_config("compact_prompt", short_summary_prompt())
+    script.set_config("journal_prune_age", JOURNAL_PRUNE_AGE_DAYS)
+    script.set_config("journal_prune_importance", JOURNAL_PRUNE_IMPORTANCE)
     return players, assistant
+
+
+def short_summary_prompt():
+    """Return the default summary prompt with the demo's shorter word limit."""
+    from ai.llm_interaction import DEFAULT_COMPACTION_PROMPT
+
+    return DEFAULT_COMPACTION_PROMPT.format(max_words=SUMMARY_WORDS)
 
 
 def print_header(script):
@@ -228,18 +270,22 @@ def fact_places(script, character, facts):
     """Return where each key of ``facts`` can be found, as ``{key: set of places}``.
 
     The places: ``summary`` (a live ``[CONTEXT SUMMARY]``: what compaction kept),
-    ``recent`` (another live message), ``journal`` (an entry). A lost fact maps to an
-    empty set.
+    ``recent`` (another live message), ``journal`` (an entry of the active journal) and
+    ``memory`` (a long-term memory, current or superseded). A lost fact maps to an empty
+    set.
     """
     from ai.helpers.journal import journal_entries
+    from ai.models import MemoryLink
 
     live = script.conversation_history
+    memories = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
     texts = {
         "summary": [m["content"] for m in live if m["metadata"].get("type") == "compaction"],
         "recent": [
             m.get("content") or "" for m in live if m["metadata"].get("type") != "compaction"
         ],
-        "journal": [entry["content"] for entry in journal_entries(character)],
+        "journal": [e["content"] for e in journal_entries(character) if not e.get("archived")],
+        "memory": list(memories.values_list("text", flat=True)),
     }
     return {
         key: {place for place, found in texts.items() if any(key in text for text in found)}
@@ -247,7 +293,8 @@ def fact_places(script, character, facts):
     }
 
 
-PLACES = ("summary", "recent", "journal")
+PLACES = ("summary", "recent", "journal", "memory")
+IN_CONTEXT = {"summary", "recent", "journal"}
 
 
 def lost_facts(places):
@@ -285,6 +332,8 @@ def record_compaction(script, result, outcome):
 @defer.inlineCallbacks
 def talk(script, player, line, outcome):
     """Say ``line`` as ``player``, then run one tick and print the reply."""
+    answer = ANSWERS.get(line)
+    before = fact_places(script, script.obj, [answer])[answer] if answer else set()
     player.execute_cmd(f"say {line}")
     outcome.spoken.append(line)
     result = yield script.at_repeat()
@@ -292,6 +341,11 @@ def talk(script, player, line, outcome):
         outcome.silent_ticks += 1
     record_compaction(script, result, outcome)
     print(f"     {ASSISTANT}: {reply_of(result)}")
+    if answer:
+        right = answer.lower() in reply_of(result).lower()
+        outcome.answers.append({"question": line, "places": before, "right": right})
+        if right and not before & IN_CONTEXT:
+            print("     (answered from long-term memory: not in the live context or journal)")
     print_usage(script.context_usage())
 
 
@@ -304,8 +358,32 @@ def sleep(script, outcome):
         compaction = compaction_of(result) or {}
         skipped = f" (no compaction: {compaction['reason']})" if compaction.get("skipped") else ""
         print(f"     {ASSISTANT} is {result.get('phase', result.get('status'))}{skipped}")
+        print_memory_work(result.get("memory") or {})
         record_compaction(script, result, outcome)
     print_usage(script.context_usage())
+
+
+def print_memory_work(memory):
+    """Print what a dreaming tick's memory operations did, one short line each."""
+    consolidation = memory.get("memory_consolidation") or {}
+    if consolidation.get("consolidated_entry_ids"):
+        print(
+            f"     >> long-term memory: {len(consolidation['consolidated_entry_ids'])} journal "
+            f"entries consolidated, {consolidation['memories_added']} memories added, "
+            f"{len(consolidation['superseded'])} older fact(s) superseded"
+        )
+    entities = memory.get("entity_consolidation") or {}
+    if entities.get("consolidated"):
+        print(
+            f"     >> entity profiles: {len(entities['consolidated'])} new observations "
+            f"consolidated, {len(entities['superseded'])} older ones superseded"
+        )
+    pruned = memory.get("episodic_prune") or {}
+    if pruned.get("archived"):
+        print(f"     >> journal: {pruned['archived']} consolidated entries left the active journal")
+    for step, result in memory.items():
+        if step != "context_compaction" and (result or {}).get("error"):
+            print(f"     >> {step} FAILED: {result['error']}")
 
 
 @defer.inlineCallbacks
@@ -348,19 +426,33 @@ def print_compactions(compactions):
         )
 
 
+def print_superseded(character):
+    """Print every long-term memory that a newer fact replaced, with the newer one."""
+    from ai.models import MemoryLink
+
+    replaced = MemoryLink.objects.filter(db_object_id=character.id, superseded_by__isnull=False)
+    print(f"long-term memories superseded by a newer fact: {replaced.count()}")
+    for link in replaced.select_related("superseded_by"):
+        print(f"  {preview(link.text)}\n    -> {preview(link.superseded_by.text)}")
+
+
 def print_journal(character):
     """Print the journal's entries: id, importance and a preview of the content."""
     from ai.helpers.journal import journal_entries
 
     entries = journal_entries(character)
-    print(f"journal: {len(entries)} entries")
+    print(f"journal: {len(entries)} entries (a: archived, out of the active journal)")
     for entry in entries:
-        print(f"  {entry['id']:<28} [{entry['importance']:>2}] {preview(entry['content'])}")
+        mark = "a" if entry.get("archived") else " "
+        print(f"  {entry['id']:<27}{mark}[{entry['importance']:>2}] {preview(entry['content'])}")
 
 
 def problems_of(outcome, lost):
-    """Return what makes the run a failure: silent ticks, too few compactions, lost facts."""
+    """Return what makes the run a failure: silent ticks, too few compactions, lost facts,
+    no answer from long-term memory alone."""
     problems = []
+    if not from_memory(outcome):
+        problems.append("no question was answered from long-term memory alone")
     if outcome.silent_ticks:
         problems.append(f"{outcome.silent_ticks} tick(s) did not reply")
     for kind, required in REQUIRED_COMPACTIONS.items():
@@ -372,6 +464,25 @@ def problems_of(outcome, lost):
     return problems
 
 
+def from_memory(outcome):
+    """Return the answers that were right while their fact was only in long-term memory."""
+    return [a for a in outcome.answers if a["right"] and not a["places"] & IN_CONTEXT]
+
+
+def print_answers(outcome):
+    """Print each checked question: right or wrong, and where its fact was when asked."""
+    right = sum(answer["right"] for answer in outcome.answers)
+    print(f"questions checked: {right}/{len(outcome.answers)} right, of which answered from")
+    print(
+        f"long-term memory alone (the fact in neither the live context nor the active "
+        f"journal): {len(from_memory(outcome))}"
+    )
+    for answer in outcome.answers:
+        places = ", ".join(sorted(answer["places"])) or "nowhere"
+        verdict = "right" if answer["right"] else "WRONG"
+        print(f"  {verdict:<5}  {answer['question'][:48]:<48}  {places}")
+
+
 def report(assistant, outcome):
     """Print the compactions, the journal and the planted facts; return the exit code."""
     places = fact_places(assistant.assistant_script, assistant, PLANTED_FACTS)
@@ -379,12 +490,14 @@ def report(assistant, outcome):
     print(RULE)
     print_compactions(outcome.compactions)
     print_journal(assistant)
+    print_superseded(assistant)
     counts = {place: sum(place in found for found in places.values()) for place in PLACES}
     print(
-        f"planted facts found in the live context or the journal: "
-        f"{len(places) - len(lost)}/{len(places)} (in a live summary {counts['summary']}, "
-        f"in the recent messages {counts['recent']}, in the journal {counts['journal']})"
+        f"planted facts found: {len(places) - len(lost)}/{len(places)} (in a live summary "
+        f"{counts['summary']}, in the recent messages {counts['recent']}, in the active "
+        f"journal {counts['journal']}, in long-term memory {counts['memory']})"
     )
+    print_answers(outcome)
     if lost:
         print(f"  missing: {', '.join(lost)}")
     problems = problems_of(outcome, lost)

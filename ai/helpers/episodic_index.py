@@ -1,9 +1,10 @@
 """The episodic prune: old, unimportant entries leave the active journal.
 
 An entry already copied into long-term memory (``consolidated``), older than
-``journal_prune_age`` days and scored below ``journal_prune_importance`` is archived: kept
+``journal_prune_age`` days and scored at most ``journal_prune_importance`` is archived: kept
 in its table, but no longer searched or recalled (see ``helpers.journal``). Compaction
-syntheses are never archived: they stand in for whole stretches of history.
+syntheses are judged like any entry; written with importance 7, they stay at the default
+threshold.
 """
 
 from datetime import timedelta
@@ -21,7 +22,7 @@ BATCHES_PER_PRUNE = 5
 
 
 def prune_low_importance_entries(script, character):
-    """Archive a bounded batch of old, consolidated entries scored below the threshold.
+    """Archive a bounded batch of old, consolidated entries scored at most the threshold.
 
     An entry written before scores existed is scored by the heuristic here, and keeps that
     score, so it is judged once.
@@ -35,20 +36,16 @@ def prune_low_importance_entries(script, character):
         return {"skipped": True, "reason": "journal_prune_age is 0"}
     threshold = config["journal_prune_importance"]
     cutoff = timezone.now() - timedelta(days=config["journal_prune_age"])
-    candidates = (
-        JournalEntry.objects.filter(
-            db_object_id=character.id, consolidated=True, archived=False, timestamp__lt=cutoff
-        )
-        .exclude(source_type="compaction")
-        .filter(Q(score__lt=threshold) | Q(score__isnull=True))
-    )
+    candidates = JournalEntry.objects.filter(
+        db_object_id=character.id, consolidated=True, archived=False, timestamp__lt=cutoff
+    ).filter(Q(score__lte=threshold) | Q(score__isnull=True))
     with transaction.atomic():
         rows = list(candidates.order_by("id")[: config["memory_batch_size"] * BATCHES_PER_PRUNE])
         unscored = [row for row in rows if row.score is None]
         for row in unscored:
             row.score = heuristic_importance(row.content, row.source_type, row.importance, row.tags)
         JournalEntry.objects.bulk_update(unscored, ["score"])
-        low = [row for row in rows if row.score < threshold]
+        low = [row for row in rows if row.score <= threshold]
         JournalEntry.objects.filter(id__in=[row.id for row in low]).update(archived=True)
     if low:
         logger.log_info(f"AI {script.label}: archived {len(low)} unimportant journal entries")

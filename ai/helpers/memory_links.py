@@ -15,6 +15,7 @@ from django.utils import timezone
 from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
 from ..utils.facts import replaces
+from ..utils.markers import SUPERSEDED_MARK
 
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
 # Journal entries that are records of the past rather than facts: never made memories.
@@ -177,4 +178,4 @@ def describe_memory(memory):
         return memory["text"]
     until = timezone.localtime(memory["invalid_at"]).strftime("%Y-%m-%d %H:%M")
     newer = f" by: {memory['superseded_by']}" if memory["superseded_by"] else ""
-    return f"(no longer true since {until}; replaced{newer}) {memory['text']}"
+    return f"{SUPERSEDED_MARK}{until}; replaced{newer}) {memory['text']}"

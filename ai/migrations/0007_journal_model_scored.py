@@ -6,18 +6,24 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ai', '0006_long_term_memory'),
+        ("ai", "0006_long_term_memory"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='journalentry',
-            name='model_scored',
-            field=models.BooleanField(default=False, help_text="Its score includes the model's rating; not rated again."),
+            model_name="journalentry",
+            name="model_scored",
+            field=models.BooleanField(
+                default=False, help_text="Its score includes the model's rating; not rated again."
+            ),
         ),
         migrations.AlterField(
-            model_name='workingmemory',
-            name='recent',
-            field=models.JSONField(blank=True, default=list, help_text='The last lines heard: kind, words and audience each.'),
+            model_name="workingmemory",
+            name="recent",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="The last lines heard: kind, words and audience each.",
+            ),
         ),
     ]

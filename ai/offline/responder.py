@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..utils.markers import CONVERSATION_LINE, SAVED_HEADER, SUMMARY_MARKER
+from ..utils.markers import CONVERSATION_LINE, SAVED_HEADER, SUMMARY_MARKER, SUPERSEDED_MARK
 from ..utils.message_format import one_line
 from . import scorer, summarizer
 from .reading import greets, is_fact, is_weighty, parse_event, read_event, statement
@@ -85,7 +85,8 @@ def _earlier_lines(messages, role):
                 if match:
                     yield match["speaker"], match["text"]
                 elif line.strip() and not line.startswith(_SELF_LINES):
-                    yield None, line.strip()
+                    if SUPERSEDED_MARK not in line:  # a fact since replaced
+                        yield None, line.strip().removeprefix("- ")
 
 
 def best_recollection(question, messages):

@@ -19,9 +19,11 @@ PASSWORD = "Char said: the cellar password is bluebell."
 
 
 class TestEpisodicPrune(AssistantTestCase):
-    def write(self, content, days_old=30, consolidated=True, source_type="conversation"):
+    def write(
+        self, content, days_old=30, consolidated=True, source_type="conversation", importance=5
+    ):
         """Journal ``content`` as written ``days_old`` days ago; return its id."""
-        entry_id = add_entry(self.assistant, content, source_type)["id"]
+        entry_id = add_entry(self.assistant, content, source_type, importance)["id"]
         JournalEntry.objects.filter(entry_id=entry_id).update(
             timestamp=timezone.now() - timedelta(days=days_old), consolidated=consolidated
         )
@@ -47,7 +49,8 @@ class TestEpisodicPrune(AssistantTestCase):
         self.write(PASSWORD)
         self.write(CHATTER, consolidated=False)
         self.write(CHATTER.replace("nice", "lovely"), days_old=2)
-        self.write(f"[CONTEXT SYNTHESIS]\n{CHATTER}", source_type="compaction")
+        # A synthesis is written with importance 7, as compaction writes it.
+        self.write(f"[CONTEXT SYNTHESIS]\n{CHATTER}", source_type="compaction", importance=7)
         self.assertEqual(self.prune()["archived"], 0)
         self.assertEqual(len(search_entries(self.assistant, limit=10)), 4)
         self.assertTrue(all("archived" not in entry for entry in journal_entries(self.assistant)))

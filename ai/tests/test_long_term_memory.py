@@ -1,6 +1,8 @@
 """Long-term memory on real Mem0 (local FAISS and embedder): consolidation, recall,
 facts that change, privacy, the memory tools and a reload mid-consolidation."""
 
+from unittest.mock import patch
+
 from django.test import override_settings
 
 from ai.helpers.entity_context import (
@@ -13,6 +15,7 @@ from ai.helpers.journal import add_entry
 from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
 from ai.models import JournalEntry, MemoryLink
 from ai.semantic_memory import WORKER, add_memory, recall
+from ai.sleep import run_sleep_tick
 from ai.sleep.consolidation import (
     consolidate_memories_to_semantic,
     prune_orphaned_memory_links,
@@ -20,7 +23,7 @@ from ai.sleep.consolidation import (
 from ai.tools import ToolContext, execute_tool
 from ai.utils.facts import replaces
 
-from .support import AssistantTestCase, wait_for
+from .support import AssistantTestCase, ScriptedLLM, wait_for
 
 SLOW = 120  # seconds: the first test of a run loads the embedder
 
@@ -273,3 +276,67 @@ def defer_result(outcome):
     from twisted.internet import defer
 
     return defer.maybeDeferred(lambda: outcome)
+
+
+class TestDreamingTick(MemoryTestCase):
+    def sleep_tick(self):
+        return wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+
+    def test_the_six_operations_run_in_the_seeds_order_then_compaction(self):
+        self.journal("The mill opens at dawn.")
+        result = self.sleep_tick()
+        self.assertEqual(
+            list(result),
+            [
+                "memory_consolidation",
+                "sleep_consolidate",
+                "importance_scoring",
+                "entity_consolidation",
+                "orphaned_link_cleanup",
+                "episodic_prune",
+                "stale_conversation_cleanup",
+                "pre_compaction_extraction",
+                "context_compaction",
+            ],
+        )
+        self.assertEqual(result["memory_consolidation"]["memories_added"], 1)
+        self.assertEqual(self.script.db.last_sleep["steps"]["memory_consolidation"]["remaining"], 0)
+
+    def test_a_failing_step_is_reported_and_the_next_steps_still_run(self):
+        self.journal("The mill opens at dawn.")
+        add_observation(self.assistant, self.char1, "I live in Oakvale.")
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.")
+        broken = {"vector_store": {"provider": "no-such-store"}}
+        with override_settings(AI_MEMORY_CONFIG=broken), patch("ai.sleep.logger") as logger:
+            result = self.sleep_tick()
+        self.assertIn("no-such-store", result["memory_consolidation"]["error"])
+        self.assertIn("memory_consolidation", logger.log_trace.call_args.args[0])
+        self.assertEqual(len(result["entity_consolidation"]["superseded"]), 1)
+        self.assertIn("context_compaction", result)
+        self.assertFalse(JournalEntry.objects.get().consolidated, "nothing marked done")
+
+    def test_with_memory_off_mem0_is_left_alone(self):
+        self.script.set_config("memory_enabled", False)
+        self.journal("The mill opens at dawn.")
+        result = self.sleep_tick()
+        self.assertTrue(result["memory_consolidation"]["skipped"])
+        self.assertTrue(result["orphaned_link_cleanup"]["skipped"])
+        self.assertFalse(JournalEntry.objects.get().consolidated)
+
+    def test_the_model_reviews_new_memories_once_per_audience(self):
+        self.journal("The mill opens at dawn.")
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        store = [("store_memory", {"content": "The mill opens at dawn, every day."})]
+        with ScriptedLLM(store, [("noop", {})], [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = self.sleep_tick()
+        review = result["sleep_consolidate"]
+        self.assertEqual(
+            (review["runs"], review["tools_called"]), (2, ["store_memory", "noop", "noop"])
+        )
+        public, _, private = ("\n".join(m["content"] or "" for m in call) for call in llm.calls)
+        self.assertIn("The mill opens at dawn.", public)
+        self.assertNotIn("4471", public)
+        self.assertIn("4471", private)
+        stored = JournalEntry.objects.get(source_type="memory")
+        self.assertIsNone(stored.audience, "stored for the room, which heard it")

@@ -208,8 +208,8 @@ class TestShow(MemoryCommandTestCase):
         )
         self.assertIn("Superseded: no, it holds.\nAudience: public.", output)
         self.assertIn(
-            f"Source entry: {entry.entry_id} (conversation, importance 5, unscored, not "
-            "archived).",
+            f"Source entry: {entry.entry_id} (conversation, importance 5, score "
+            f"{JournalEntry.objects.get(id=entry.id).score:g}, not archived).",
             " ".join(output.split()),
         )
         self.assertRegex(output, r"History messages it came from:\n row id +position +role +state")

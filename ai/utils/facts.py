@@ -44,7 +44,7 @@ RELATION_KINDS = {
 }
 _ATTRIBUTION = re.compile(
     r"^(?:\w+\s+){0,3}?(?:told|tells|said|says|mentioned|whispered|explained|claims|"
-    r"claimed)(?:\s+(?:me|us|them|him|her))?(?:\s+that)?\s+|^according to [^,]+,\s*",
+    r"claimed)(?:\s+(?:me|us|them|him|her))?[:,]?(?:\s+that)?\s+|^according to [^,]+,\s*",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9']+")
@@ -95,9 +95,6 @@ CHANGE_WORDS = {
     "paid",
     "repaid",
     "became",
-    "lost",
-    "sold",
-    "left",
 }
 # Relations that hold one value at a time: someone lives in one place, owes one debt.
 SINGLE_VALUED = {"place", "work", "debt"}

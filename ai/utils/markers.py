@@ -14,3 +14,5 @@ SAVED_HEADER = "Already saved (do not save these again):"
 SCORING_HEADER = "Journal entries to rate:"
 # How a line of working memory opens in the prompt (the offline engine recalls nothing there).
 CONVERSATION_LINE = "Talking with "
+# How a recalled memory that a newer fact replaced opens (a model must not answer with it).
+SUPERSEDED_MARK = "(no longer true since "
