@@ -26,6 +26,7 @@ from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
+from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
 from .sleep.compaction import (
     compact_conversation_history,
@@ -73,10 +74,11 @@ class AssistantScript(DefaultScript):
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
-        """Clear what a reload cut short, and import litellm before the first tick needs it.
+        """Clear what a reload cut short, and load litellm and long-term memory early.
 
-        An extraction's signal would stay set otherwise. Importing litellm takes seconds, so
-        it runs in a worker thread rather than in the first tick after a start or reload.
+        An extraction's signal would stay set otherwise. Importing litellm and loading the
+        memory embedder take seconds, so they run in worker threads rather than in the
+        first tick after a start or reload.
         """
         set_extraction_signal(self, False)
         load_calibrations()
@@ -87,6 +89,14 @@ class AssistantScript(DefaultScript):
                 f"AI: litellm failed to load: {failure.getErrorMessage()}"
             )
         )
+        if self.get_config("memory_enabled"):
+            # The embedder takes seconds to load: on the memory worker now, not in the
+            # first recall after a start.
+            WORKER.preload().addErrback(
+                lambda failure: logger.log_err(
+                    f"AI: long-term memory failed to load: {failure.getErrorMessage()}"
+                )
+            )
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.

@@ -107,18 +107,18 @@ def render_entity_context(state):
 
 def render_working_memory(state, present):
     """Return one line per conversation with someone ``present``, as far as the audience
-    may hear: ``Talking with Dana for 3 turns (since 14:02); last heard: Dana says, "..."``."""
+    may hear: ``Talking with Dana since 14:02.``
+
+    Only who and since when: what they said is in the history already, and a small model
+    shown the last line heard once more repeated it as its answer (real-model evaluation).
+    Nothing that changes every turn either, so the prompt's prefix stays reusable.
+    """
     ttl = state.script.get_config("working_memory_ttl")
     lines = []
     for talk in conversations(state.character, state.audience, ttl):
         if talk["speaker"] in present:
-            turns = f"{talk['turns']} turn{'s' * (talk['turns'] != 1)}"
             since = timezone.localtime(talk["started_at"]).strftime("%H:%M")
-            last = render_event(dict(talk["heard"][-1], speaker_name=talk["speaker_name"]))
-            lines.append(
-                f"{CONVERSATION_LINE}{one_line(talk['speaker_name'])} for {turns} (since {since})"
-                f"; last heard: {last}"
-            )
+            lines.append(f"{CONVERSATION_LINE}{one_line(talk['speaker_name'])} since {since}.")
     return lines
 
 

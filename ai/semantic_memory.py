@@ -14,6 +14,7 @@ configuration (a Qdrant server, pgvector...).
 """
 
 import json
+import logging
 import os
 import threading
 from functools import partial
@@ -120,6 +121,11 @@ def open_memory(config):
     os.environ["MEM0_TELEMETRY"] = "False"
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # No progress bars and first-run notices in the server log: warnings of Mem0 about
+    # features we do not use (keyword search, spaCy lemmas) say nothing a builder can act on.
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    logging.getLogger("mem0").setLevel(logging.ERROR)
     os.environ.setdefault("MEM0_DIR", memory_dir())
     from .litellm_loader import load_litellm
 
@@ -173,8 +179,9 @@ def delete_memories(memory, memory_ids):
 
 
 @defer.inlineCallbacks
-def recall(character, query, audience, limit):
-    """Return up to ``limit`` memories for ``query`` that ``audience`` may hear.
+def recall(character, query, audience, limit, exclude_sources=()):
+    """Return up to ``limit`` memories for ``query`` that ``audience`` may hear, leaving out
+    those drawn only from the history messages ``exclude_sources``.
 
     What still holds comes first; superseded facts follow, marked (see
     ``helpers.memory_links.recalled``).
@@ -187,7 +194,7 @@ def recall(character, query, audience, limit):
     namespace = memory_namespace(character)
     # More than asked: some will be kept for other listeners or superseded.
     hits = yield WORKER.call(search_memories, namespace, query, limit * 4)
-    return recalled(character, hits, audience, limit)
+    return recalled(character, hits, audience, limit, exclude_sources)
 
 
 # Memories near a new one that are checked for being replaced by it.

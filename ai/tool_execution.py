@@ -182,7 +182,8 @@ def run_react_loop(
     )
     turn = _Turn(script, config, audience)
     if memories is None:
-        memories = yield recall_for(script, character, config, event, audience)
+        shown = [message["id"] for message in turn.history() if "id" in message]
+        memories = yield recall_for(script, character, config, event, audience, shown)
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
@@ -239,11 +240,12 @@ def run_react_loop(
 
 
 @defer.inlineCallbacks
-def recall_for(script, character, config, event, audience):
+def recall_for(script, character, config, event, audience, shown=()):
     """Return the long-term memories worth showing for ``event``, one line each.
 
     Only for a context with the semantic memories component and an event to recall by
-    (its words and its speaker). Memory that fails to answer costs the turn its memories,
+    (its words and its speaker), and not those drawn only from the history messages
+    ``shown`` (the prompt has them already). Memory that fails to answer costs the turn its memories,
     never its reply.
     """
     limit = script.get_config("memory_recall_limit")
@@ -252,7 +254,7 @@ def recall_for(script, character, config, event, audience):
         return []
     query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
     try:
-        found = yield recall(character, query, audience, limit)
+        found = yield recall(character, query, audience, limit, shown)
     except Exception as err:
         logger.log_err(f"AI {script.label}: long-term memory did not answer: {err!r}")
         return []

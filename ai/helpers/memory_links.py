@@ -125,7 +125,7 @@ def supersede_older(character, newer):
     return list(superseded.values())
 
 
-def recalled(character, hits, audience, limit):
+def recalled(character, hits, audience, limit, exclude_sources=()):
     """Rank Mem0 search ``hits`` for ``audience``: what still holds first, then the rest.
 
     Args:
@@ -133,6 +133,8 @@ def recalled(character, hits, audience, limit):
         hits (list): ``(memory id, text, score)`` from Mem0, best first.
         audience (list or None): Who will hear; memories kept for others are left out.
         limit (int): How many at most.
+        exclude_sources (iterable): History message ids; a memory drawn only from these
+            (messages the prompt still shows) is left out.
 
     Returns:
         list: Dicts with ``memory_id``, ``text``, ``score``, ``valid_from``, ``invalid_at``,
@@ -144,11 +146,14 @@ def recalled(character, hits, audience, limit):
             db_object_id=character.id, memory_id__in=[hit[0] for hit in hits]
         ).select_related("superseded_by", "entry")
     }
-    found = []
+    found, excluded = [], set(exclude_sources)
     for memory_id, text, score in hits:
         link = links.get(memory_id)
         if link is None or not may_hear(link.audience, audience):
             continue  # a memory without a link is unknown to the journal: never shown
+        sources = set(link.entry.source_message_ids or ()) if link.entry else set()
+        if sources and sources <= excluded:
+            continue
         newer = link.superseded_by
         found.append(
             {

@@ -241,6 +241,22 @@ class TestRecallInThePrompt(MemoryTestCase):
         self.assertIn("Things you remember:\n- Dana said the gate password is swordfish.", prompt)
         self.assertEqual(prompt.count("swordfish"), 1)  # not again from the journal
 
+    def test_a_memory_of_messages_the_prompt_still_shows_is_not_repeated(self):
+        said = self.script.append_message(
+            {"role": "user", "content": 'Dana says, "The gate password is swordfish."'}
+        )
+        add_entry(
+            self.assistant,
+            "Dana said the gate password is swordfish.",
+            "conversation",
+            source_message_ids=[said["id"]],
+        )
+        self.consolidate()
+        self.tick_on("ok", text="Helper, what was the password for the gate?")
+        prompt = "\n".join(m["content"] or "" for m in self.llm.calls[0])
+        self.assertNotIn("Things you remember", prompt)
+        self.assertIn("swordfish", prompt, "the history still says it")
+
     def test_the_room_is_never_reminded_of_a_whisper(self):
         self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
         self.consolidate()

@@ -30,16 +30,17 @@ class TestReadmeUsage(AssistantTestCase):
             self.skipTest("README.md is not shipped with an installed package")
         super().setUp()
         self.char1.cmdset.add(AssistantCmdSet)  # as the README's installation has it
-        self.player, self.builder, self.dangerous = usage_blocks()
+        self.player, self.builder, self.dangerous, self.memory = usage_blocks()
         self.char1_heard = record_messages(self.char1)
         self.char2_heard = record_messages(self.char2)
 
     def play(self, line):
-        """Type ``line`` as Char, let a running compaction finish, tick; return the reply."""
+        """Type ``line`` as Char, let a compaction or memory search it started finish, tick;
+        return the reply."""
         self.char1.execute_cmd(line)
-        running = self.assistant.assistant_script.ndb.manual_compaction
-        if running is not None:
-            wait_for(running)
+        for running in (self.script.ndb.manual_compaction, self.char1.ndb.aimemory_search):
+            if running is not None:
+                wait_for(running, timeout=120)
         return self.tick().get("reply", "")
 
     def test_the_player_and_builder_blocks_work_as_the_readme_says(self):
@@ -70,3 +71,14 @@ class TestReadmeUsage(AssistantTestCase):
         heard = strip_ansi("\n".join(map(str, self.char1_heard)))
         self.assertRegex(heard, r'1 +give\(\{"item": "lantern", "recipient": "Char"\}\)')
         self.assertIn("Helper gives lantern to Char.", heard)
+
+    def test_the_memory_block_shows_what_a_sleep_consolidated(self):
+        for line in self.player:
+            self.play(line)
+        for line in self.memory:
+            self.play(line)
+        heard = strip_ansi("\n".join(map(str, self.char1_heard)))
+        self.assertRegex(heard, r"Last sleep: \d{4}-\d\d-\d\d")
+        search = heard[heard.index("Searching") :]
+        self.assertIn("40 gold coins", search)
+        self.assertEqual(self.script.db.operating_mode, "awake")
