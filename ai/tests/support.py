@@ -82,9 +82,13 @@ class WithAssistant:
         self.script = self.assistant.assistant_script
 
 
-# Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours:
-# without it Django knows no relation to our tables (a deleted entry's links, words...).
-WITH_THIS_APP = override_settings(INSTALLED_APPS=[*DEFAULT_SETTINGS["INSTALLED_APPS"], "ai"])
+# Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours
+# under pytest: without it Django knows no relation to our tables (a deleted entry's
+# links, words...). A game's `INSTALLED_APPS += ["ai"]` adds it to those defaults in place.
+_DEFAULT_APPS = DEFAULT_SETTINGS["INSTALLED_APPS"]
+WITH_THIS_APP = override_settings(
+    INSTALLED_APPS=[*_DEFAULT_APPS, *(["ai"] if "ai" not in _DEFAULT_APPS else [])]
+)
 
 
 @WITH_THIS_APP
