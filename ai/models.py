@@ -121,7 +121,12 @@ class JournalEntry(models.Model):
     class Meta:
         ordering = ("id",)
         indexes = [
-            models.Index(fields=("db_object", "consolidated", "id"), name="ai_entry_pending_idx")
+            models.Index(fields=("db_object", "consolidated", "id"), name="ai_entry_pending_idx"),
+            # The episodic prune reads consolidated, active entries by score: without this
+            # it scanned every consolidated entry on each dreaming tick.
+            models.Index(
+                fields=("db_object", "consolidated", "archived", "score"), name="ai_entry_prune_idx"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=("db_object", "entry_id"), name="ai_entry_id_unique")
