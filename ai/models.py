@@ -6,6 +6,7 @@ running token total lives in :class:`HistoryCounter`, so a threshold check is on
 """
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 
@@ -120,12 +121,21 @@ class JournalEntry(models.Model):
 
     class Meta:
         ordering = ("id",)
+        # Partial indexes, whose conditions are written as the queries write them: Django
+        # renders ``consolidated=False`` as ``NOT "consolidated"``, which no index on the
+        # column serves, so a plain index left SQLite reading every entry of the journal.
         indexes = [
-            models.Index(fields=("db_object", "consolidated", "id"), name="ai_entry_pending_idx"),
-            # The episodic prune reads consolidated, active entries by score: without this
-            # it scanned every consolidated entry on each dreaming tick.
+            # The entries the next consolidation takes.
             models.Index(
-                fields=("db_object", "consolidated", "archived", "score"), name="ai_entry_prune_idx"
+                fields=("db_object", "id"),
+                condition=Q(consolidated=False),
+                name="ai_entry_pending_idx",
+            ),
+            # The active, consolidated entries the episodic prune judges, by score.
+            models.Index(
+                fields=("db_object", "score"),
+                condition=Q(consolidated=True, archived=False),
+                name="ai_entry_prune_idx",
             ),
         ]
         constraints = [

@@ -36,6 +36,7 @@ def fill(character, start, stop):
     from django.utils import timezone
 
     from ai.helpers.journal import digest, indexed_words
+    from ai.importance_scoring import heuristic_importance
     from ai.models import JournalEntry, JournalWord
 
     for chunk in range(start, stop, 5000):
@@ -51,6 +52,7 @@ def fill(character, start, stop):
                     source_type="conversation",
                     importance=1 + index % 10,
                     tags=[PEOPLE[index % len(PEOPLE)].lower()],
+                    score=heuristic_importance(fact(index), "conversation", 1 + index % 10),
                 )
                 for index in indices
             )

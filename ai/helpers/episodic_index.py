@@ -10,7 +10,6 @@ threshold.
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from evennia.utils import logger
 
@@ -36,15 +35,20 @@ def prune_low_importance_entries(script, character):
         return {"skipped": True, "reason": "journal_prune_age is 0"}
     threshold = config["journal_prune_importance"]
     cutoff = timezone.now() - timedelta(days=config["journal_prune_age"])
-    candidates = JournalEntry.objects.filter(
+    old = JournalEntry.objects.filter(
         db_object_id=character.id, consolidated=True, archived=False, timestamp__lt=cutoff
-    ).filter(Q(score__lte=threshold) | Q(score__isnull=True))
+    )
+    # Two queries rather than one with OR: each can range-scan ``ai_entry_prune_idx`` by
+    # score; with OR, SQLite read every consolidated entry on each dreaming tick.
+    scored, unscored = old.filter(score__lte=threshold), old.filter(score__isnull=True)
+    limit = config["memory_batch_size"] * BATCHES_PER_PRUNE
     with transaction.atomic():
-        rows = list(candidates.order_by("id")[: config["memory_batch_size"] * BATCHES_PER_PRUNE])
-        unscored = [row for row in rows if row.score is None]
-        for row in unscored:
+        rows = list(unscored.order_by("id")[:limit])
+        rows += list(scored.order_by("id")[: limit - len(rows)])
+        judged = [row for row in rows if row.score is None]
+        for row in judged:
             row.score = heuristic_importance(row.content, row.source_type, row.importance, row.tags)
-        JournalEntry.objects.bulk_update(unscored, ["score"])
+        JournalEntry.objects.bulk_update(judged, ["score"])
         low = [row for row in rows if row.score <= threshold]
         JournalEntry.objects.filter(id__in=[row.id for row in low]).update(archived=True)
     if low:
@@ -52,5 +56,5 @@ def prune_low_importance_entries(script, character):
     return {
         "archived": len(low),
         "archived_entry_ids": [row.entry_id for row in low],
-        "remaining_candidates": candidates.count(),
+        "remaining_candidates": scored.count() + unscored.count(),
     }
