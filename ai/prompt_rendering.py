@@ -126,8 +126,7 @@ def render_semantic_memories(state):
     """Long-term memories recalled for the event, then journal entries relevant to it that
     history no longer shows and long-term memory does not hold."""
     recalled = list(state.memories)
-    event = state.event or {}
-    query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
+    query = recall_query(state.event)
     if query:
         entries = search_entries(
             state.character,
@@ -145,6 +144,12 @@ def render_semantic_memories(state):
     if not recalled:
         return ""
     return "Things you remember:\n" + "\n".join(f"- {one_line(memory)}" for memory in recalled)
+
+
+def recall_query(event):
+    """Return what memories are recalled by for ``event``: its speaker's name and words."""
+    event = event or {}
+    return " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
 
 
 def recalled_lines(entry, query):

@@ -18,6 +18,7 @@ from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_components import COMPONENT_CONVERSATION_HISTORY, COMPONENT_SEMANTIC_MEMORIES
 from .prompt_contexts import get_context_config, select_execution_pattern
+from .prompt_rendering import recall_query
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
@@ -252,7 +253,7 @@ def recall_for(script, character, config, event, audience, shown=()):
     wanted = COMPONENT_SEMANTIC_MEMORIES in config.enabled_components
     if not (event and wanted and limit and script.get_config("memory_enabled")):
         return []
-    query = " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
+    query = recall_query(event)
     try:
         found = yield recall(character, query, audience, limit, shown)
     except Exception as err:

@@ -9,6 +9,27 @@ from jsonschema import Draft202012Validator, SchemaError
 from ..helpers.journal import cited_messages
 
 TOOL_CATEGORIES = ("safe", "terminal", "dangerous", "journal", "memory", "communication")
+# Parameters several tools take, in JSON schema.
+IMPORTANCE_PARAMETER = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 10,
+    "default": 5,
+    "description": "1 (trivial) to 10 (vital).",
+}
+
+
+def limit_parameter(items):
+    """Return the schema of a ``limit`` parameter: how many ``items`` at most (1-20)."""
+    return {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 20,
+        "default": 5,
+        "description": f"How many {items} at most.",
+    }
+
+
 # The name rule of the OpenAI function-calling API.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

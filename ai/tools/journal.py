@@ -12,7 +12,7 @@ from ..helpers.journal import (
     find_same,
     search_entries,
 )
-from .base import Tool, ToolResult
+from .base import IMPORTANCE_PARAMETER, Tool, ToolResult, limit_parameter
 from .registry import register_tool
 from .targets import resolve_entity
 
@@ -86,13 +86,7 @@ register_tool(
                     "maxLength": MAX_ENTRY_CHARS,
                     "description": "The fact, naming who said it.",
                 },
-                "importance": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 10,
-                    "default": 5,
-                    "description": "1 (trivial) to 10 (vital).",
-                },
+                "importance": IMPORTANCE_PARAMETER,
                 "tags": {
                     "type": "array",
                     "items": {"type": "string"},
@@ -115,13 +109,7 @@ register_tool(
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "Words or text to look for."},
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 20,
-                    "default": 5,
-                    "description": "How many entries at most.",
-                },
+                "limit": limit_parameter("entries"),
             },
             "additionalProperties": False,
         },

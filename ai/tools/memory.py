@@ -10,7 +10,7 @@ from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same
 from ..helpers.memory_links import describe_memory
 from ..models import JournalEntry
 from ..semantic_memory import recall, remember
-from .base import Tool, ToolResult
+from .base import IMPORTANCE_PARAMETER, Tool, ToolResult, limit_parameter
 from .registry import register_tool
 
 
@@ -69,13 +69,7 @@ register_tool(
                     "minLength": 1,
                     "description": "What to remember, in a few words.",
                 },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 20,
-                    "default": 5,
-                    "description": "How many memories at most.",
-                },
+                "limit": limit_parameter("memories"),
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -100,13 +94,7 @@ register_tool(
                     "maxLength": MAX_ENTRY_CHARS,
                     "description": "The fact.",
                 },
-                "importance": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 10,
-                    "default": 5,
-                    "description": "1 (trivial) to 10 (vital).",
-                },
+                "importance": IMPORTANCE_PARAMETER,
             },
             "required": ["content"],
             "additionalProperties": False,
