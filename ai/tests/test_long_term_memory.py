@@ -222,14 +222,28 @@ class TestOrphanedLinks(MemoryTestCase):
         self.assertEqual(stored_memories(self.assistant), [])
 
     def test_links_are_checked_one_batch_at_a_time(self):
-        for place in ("mill", "inn", "forge"):
+        for place in ("mill", "inn", "forge", "smithy", "bakery", "chapel", "dock"):
             self.journal(f"The {place} opens at dawn.")
         self.consolidate()
         prune = lambda: wait_for(  # noqa: E731
+            prune_orphaned_memory_links(self.script, self.assistant, 1), timeout=SLOW
+        )
+        self.assertEqual([prune()["checked"] for _ in range(4)], [5, 2, 0, 5])
+        self.assertEqual(MemoryLink.objects.count(), 7)
+
+    def test_a_tick_deletes_at_most_one_batch_of_orphans_and_the_rest_follow(self):
+        for place in ("mill", "inn", "forge"):
+            self.journal(f"The {place} opens at dawn.")
+        self.consolidate()
+        links = list(MemoryLink.objects.order_by("id").values_list("id", flat=True))
+        JournalEntry.objects.all().delete()
+        prune = lambda: wait_for(  # noqa: E731
             prune_orphaned_memory_links(self.script, self.assistant, 2), timeout=SLOW
         )
-        self.assertEqual([prune()["checked"] for _ in range(4)], [2, 1, 0, 2])
-        self.assertEqual(MemoryLink.objects.count(), 3)
+        self.assertEqual(prune()["pruned_link_ids"], links[:2])
+        self.assertEqual(len(stored_memories(self.assistant)), 1)
+        self.assertEqual(prune()["pruned_link_ids"], links[2:])
+        self.assertEqual(stored_memories(self.assistant), [])
 
 
 class TestRecallInThePrompt(MemoryTestCase):
