@@ -55,6 +55,8 @@ eval-local: $(GAME_CONFIGURED)
 
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
+	$(BIN)/python bench/tick_cost.py
+	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/memory.py

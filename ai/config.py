@@ -370,6 +370,11 @@ AI_SETTINGS = {
         "wins)",
     ),
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
+    "AI_LLM_THREADS": (
+        20,
+        "Threads running model calls at once, for all assistants (a pool of the contrib's "
+        "own; read at the first call)",
+    ),
     "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
     "AI_LOG_CHANNEL": (

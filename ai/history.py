@@ -3,15 +3,24 @@
 Every write keeps :class:`~ai.models.HistoryCounter` in step in the same transaction, so
 the live token total and message count are read in O(1) whatever the history's length.
 Each message is validated before it is stored and its token count computed once.
+
+A tick needs only the newest messages, as many as its prompt could send: ``recent`` keeps
+them in memory between ticks (``script.ndb.live_tail``), extended by each append, and
+trusts them only while the counter's ``revision`` is the one they were read at. Every
+write raises that revision by a random step, so a write made elsewhere, or one rolled back
+and followed by another, is never mistaken for the held copy's.
 """
 
 import json
+import random
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import F
 
+from .audience import may_hear, message_audience
 from .models import ConversationMessage, HistoryCounter
-from .utils.message_format import validate_message
+from .utils.message_format import StoredMessage, validate_message
 from .utils.token_counter import count_message_tokens, counting_key
 
 _COUNTER_TABLE = HistoryCounter._meta.db_table
@@ -41,7 +50,7 @@ def _json(value):
 def _columns_to_message(columns):
     """Return one row's ``_COLUMNS`` values as a ``{role, content, ...}`` message dict."""
     row_id, position, role, content, name, tool_calls, tool_call_id, metadata, tokens = columns
-    message = {"role": role, "content": content}
+    message = StoredMessage(role=role, content=content)
     if name:
         message["name"] = name
     tool_calls = _json(tool_calls)
@@ -61,8 +70,40 @@ def row_to_message(row):
     return _columns_to_message([getattr(row, column) for column in _COLUMNS])
 
 
+def _revision_step():
+    """Return how much one write raises the counter's revision: random, never zero."""
+    return random.randrange(1, 2**31)
+
+
 class HistoryChanged(Exception):
     """The messages a compaction meant to replace are no longer all live."""
+
+
+class RecentHistory(list):
+    """The newest live messages someone may hear, oldest first, and what came before them.
+
+    Attributes:
+        older_count (int): Live messages before the first of these (heard or not).
+        older_tokens (int): Their tokens.
+    """
+
+    def __init__(self, messages, older_count=0, older_tokens=0):
+        super().__init__(messages)
+        self.older_count = older_count
+        self.older_tokens = older_tokens
+
+
+@dataclass
+class _Tail:
+    """The newest live messages held in memory: current while ``revision`` is the counter's."""
+
+    revision: int
+    counted_for: str
+    messages: list
+    tokens: int
+    complete: bool  # holds the whole live history
+    wanted: int  # the most tokens a caller asked for; what is kept beyond twice that goes
+    private: int = 0  # how many of the messages are kept for a private audience
 
 
 class ConversationHistory:
@@ -87,31 +128,32 @@ class ConversationHistory:
             counter = self.recount()
         return counter
 
-    def _claim_position(self, tokens):
-        """Add one message of ``tokens`` to the counter and return its position.
+    def _claim_position(self, tokens, step):
+        """Add one message of ``tokens`` to the counter, raising its revision by ``step``.
 
         The counter is written before it is read, so concurrent appends queue on the write
         lock instead of failing on a read-then-write upgrade. Raw SQL on this hot path: the
         ORM's query building costs ten times the query itself (see docs/benchmarks.md).
 
         Returns:
-            int or None: The position, or None when the counter is missing or was counted
-            for another model.
+            tuple or None: The message's position and the new revision, or None when the
+            counter is missing or was counted for another model.
         """
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {_COUNTER_TABLE} SET live_tokens = live_tokens + %s, "
-                "live_count = live_count + 1, next_position = next_position + 1 "
-                "WHERE db_script_id = %s AND counted_for = %s",
-                [tokens, self.script.id, self.counted_for],
+                "live_count = live_count + 1, next_position = next_position + 1, "
+                "revision = revision + %s WHERE db_script_id = %s AND counted_for = %s",
+                [tokens, step, self.script.id, self.counted_for],
             )
             if cursor.rowcount == 0:
                 return None
             cursor.execute(
-                f"SELECT next_position FROM {_COUNTER_TABLE} WHERE db_script_id = %s",
+                f"SELECT next_position, revision FROM {_COUNTER_TABLE} WHERE db_script_id = %s",
                 [self.script.id],
             )
-            return cursor.fetchone()[0] - 1
+            next_position, revision = cursor.fetchone()
+            return next_position - 1, revision
 
     def append(self, message):
         """Validate and store one message at the end of the live history.
@@ -127,11 +169,13 @@ class ConversationHistory:
         """
         validate_message(message)
         tokens = count_message_tokens(message, self.model)
+        step = _revision_step()
         with transaction.atomic():
-            position = self._claim_position(tokens)
-            if position is None:
+            claimed = self._claim_position(tokens, step)
+            if claimed is None:
                 self._counter()
-                position = self._claim_position(tokens)
+                claimed = self._claim_position(tokens, step)
+            position, revision = claimed
             row = ConversationMessage.objects.create(
                 db_script_id=self.script.id,
                 position=position,
@@ -143,7 +187,99 @@ class ConversationHistory:
                 metadata=message.get("metadata") or {},
                 token_count=tokens,
             )
-        return row_to_message(row)
+        stored = row_to_message(row)
+        self._extend_tail(stored, revision - step, revision)
+        return stored
+
+    def _extend_tail(self, message, before, revision):
+        """Add an appended message to the held tail, if the tail was current before it."""
+        tail = self.script.ndb.live_tail
+        if tail is None or (tail.revision, tail.counted_for) != (before, self.counted_for):
+            self.script.ndb.live_tail = None
+            return
+        tail.messages.append(message)
+        tail.tokens += message["token_count"]
+        tail.private += bool(message_audience(message))
+        tail.revision = revision
+        if tail.tokens > 2 * tail.wanted:
+            _trim(tail)
+
+    def recent(self, tokens, listeners=None):
+        """Return the newest live messages ``listeners`` may hear: enough to fill ``tokens``.
+
+        As many as a prompt of ``tokens`` could send, oldest first, or all of them when
+        history is shorter; nothing older is read. Held in memory between calls and
+        checked against the counter in one indexed read.
+
+        Args:
+            tokens (int): Tokens of heard messages wanted (a prompt's budget).
+            listeners (list or None): Who will hear (see ``ai.audience``); ``None`` is
+                the room, which hears only what is public.
+
+        Returns:
+            RecentHistory: The messages, with the count and tokens of those before them.
+        """
+        revision, live_tokens, live_count = self._state()
+        tail = self.script.ndb.live_tail
+        if tail is not None and (tail.revision, tail.counted_for) != (revision, self.counted_for):
+            tail = None
+        wanted = max(tokens, tail.wanted if tail else 0)
+        while True:
+            if tail is None or not (tail.complete or tail.tokens >= tokens):
+                tail = self._load_tail(wanted, revision, live_tokens, live_count)
+            heard, start, held = _heard_suffix(tail, tokens, listeners)
+            if held >= tokens or tail.complete:
+                break
+            wanted, tail = 2 * wanted, None  # private messages hid some: read further back
+        self.script.ndb.live_tail = tail
+        older = tail.messages[:start]
+        return RecentHistory(
+            heard,
+            live_count - len(tail.messages) + len(older),
+            live_tokens - tail.tokens + sum(message["token_count"] for message in older),
+        )
+
+    def _load_tail(self, wanted, revision, live_tokens, live_count):
+        """Read the newest live messages holding at least ``wanted`` tokens, newest pages first."""
+        average = live_tokens / live_count if live_count else 1
+        page = int(wanted / max(average, 1)) + 64
+        messages, tokens, before = [], 0, None
+        while tokens < wanted:
+            condition, params = "is_live = %s", [True]
+            if before is not None:
+                condition, params = "is_live = %s AND position < %s", [True, before]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"{_SELECT_MESSAGES} AND {condition} ORDER BY position DESC, id DESC "
+                    "LIMIT %s",
+                    [self.script.id, *params, page],
+                )
+                rows = cursor.fetchall()
+            batch = [_columns_to_message(columns) for columns in reversed(rows)]
+            messages[:0] = batch
+            tokens += sum(message["token_count"] for message in batch)
+            if len(rows) < page:
+                break
+            before = batch[0]["position"]
+        private = sum(1 for message in messages if message_audience(message))
+        complete = len(messages) == live_count
+        tail = _Tail(revision, self.counted_for, messages, tokens, complete, wanted, private)
+        _drop_leading_results(tail)
+        return tail
+
+    def _state(self):
+        """Return the counter's ``(revision, live_tokens, live_count)`` in one indexed read."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT revision, live_tokens, live_count FROM {_COUNTER_TABLE} "
+                "WHERE db_script_id = %s AND counted_for = %s",
+                [self.script.id, self.counted_for],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            counter = self._counter()
+            return counter.revision, counter.live_tokens, counter.live_count
+        return row
 
     def _read(self, condition, params):
         """Return the messages of this script matching the SQL ``condition``, oldest first.
@@ -207,7 +343,9 @@ class ConversationHistory:
             HistoryCounter.objects.filter(db_script_id=self.script.id).update(
                 live_tokens=F("live_tokens") - removed + sum(counted),
                 live_count=F("live_count") - len(compacted) + len(stored),
+                revision=F("revision") + _revision_step(),
             )
+        self.script.ndb.live_tail = None
         return [row_to_message(summary) for summary in stored]
 
     def archived_by(self, summary_id):
@@ -224,17 +362,7 @@ class ConversationHistory:
 
     def totals(self):
         """Return ``(live_tokens, live_count)`` in one indexed read."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT live_tokens, live_count FROM {_COUNTER_TABLE} "
-                "WHERE db_script_id = %s AND counted_for = %s",
-                [self.script.id, self.counted_for],
-            )
-            row = cursor.fetchone()
-        if row is None:
-            counter = self._counter()
-            return counter.live_tokens, counter.live_count
-        return row[0], row[1]
+        return self._state()[1:]
 
     def token_total(self):
         """Return the tokens of the live history as it would be sent."""
@@ -271,7 +399,9 @@ class ConversationHistory:
             counter.live_count = count
             counter.next_position = 0 if last is None else last + 1
             counter.counted_for = self.counted_for
+            counter.revision += _revision_step()
             counter.save()
+        self.script.ndb.live_tail = None
         return counter
 
     def clear(self):
@@ -279,5 +409,55 @@ class ConversationHistory:
         with transaction.atomic():
             ConversationMessage.objects.filter(db_script_id=self.script.id).delete()
             HistoryCounter.objects.filter(db_script_id=self.script.id).update(
-                live_tokens=0, live_count=0
+                live_tokens=0, live_count=0, revision=F("revision") + _revision_step()
             )
+        self.script.ndb.live_tail = None
+
+
+def _heard_suffix(tail, tokens, listeners):
+    """Return the newest of the tail's messages that ``listeners`` may hear until they hold
+    ``tokens`` and begin a unit: those messages oldest first, the index where they begin,
+    and their tokens."""
+    messages = tail.messages
+    if not tail.private and tail.tokens <= tokens:
+        return list(messages), 0, tail.tokens  # everyone hears all of it
+    heard, held, index = [], 0, len(messages)
+    # Past ``tokens`` until the oldest taken is no tool result: a unit is taken whole.
+    while index > 0 and (held < tokens or (heard and heard[-1]["role"] == "tool")):
+        index -= 1
+        message = messages[index]
+        if not tail.private or may_hear(message_audience(message), listeners):
+            heard.append(message)
+            held += message["token_count"]
+    heard.reverse()
+    return heard, index, held
+
+
+def _trim(tail):
+    """Forget the oldest held messages beyond what the largest request needs, and more."""
+    keep, held, drop = tail.wanted + tail.wanted // 4, tail.tokens, 0
+    while drop < len(tail.messages) and held > keep:
+        held -= tail.messages[drop]["token_count"]
+        drop += 1
+    _forget(tail, drop)
+    tail.complete = tail.complete and drop == 0
+    _drop_leading_results(tail)
+
+
+def _drop_leading_results(tail):
+    """Forget tool results at the start of a partial tail: their call is not held, and a
+    result must never be sent without it."""
+    if tail.complete:
+        return
+    drop = 0
+    while drop < len(tail.messages) and tail.messages[drop]["role"] == "tool":
+        drop += 1
+    _forget(tail, drop)
+
+
+def _forget(tail, count):
+    """Drop the tail's ``count`` oldest messages."""
+    gone = tail.messages[:count]
+    tail.tokens -= sum(message["token_count"] for message in gone)
+    tail.private -= sum(1 for message in gone if message_audience(message))
+    del tail.messages[:count]

@@ -1,6 +1,6 @@
 """The one gateway to language models, and the assembly of what the assistant sends.
 
-``call_llm`` runs litellm in a worker thread (``deferToThread``) so the reactor never
+``call_llm`` runs litellm in a worker thread (``MODEL_CALLS``) so the reactor never
 blocks, bounds the wait with a timeout, retries rate limits and transient failures with
 exponential backoff, and always fires with an :class:`LLMResult`: a failure comes back
 as a result naming its kind, is logged, and is never swallowed or raised into a tick.
@@ -11,16 +11,18 @@ import os
 from dataclasses import dataclass, field
 
 from evennia.utils import logger
-from twisted.internet import defer, reactor, threads
+from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
+from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
 from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
 from .utils.message_format import is_summary, sendable, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
+from .utils.thread_pools import LazyPool
 from .utils.tool_prompt import with_tools_described
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
@@ -29,6 +31,11 @@ TIMEOUT_GRACE_MIN = 0.5
 TIMEOUT_GRACE_MAX = 5.0
 # The least output a task or a summary may use, whatever max_tokens limits replies to.
 WORK_MAX_TOKENS = 1000
+# The threads model calls run on: a pool of AI_LLM_THREADS, not Twisted's shared ten.
+MODEL_CALLS = LazyPool("ai-model", lambda: ai_setting("AI_LLM_THREADS"))
+# An engine inside this process (the offline engine) holds the GIL while it works: a
+# second thread adds no speed and makes the reactor wait longer for its turn.
+IN_PROCESS_CALLS = LazyPool("ai-model-local", lambda: 1)
 
 
 @dataclass
@@ -278,9 +285,8 @@ def call_llm(
     attempt = 0
     while True:
         attempt += 1
-        waiting = threads.deferToThread(
-            _complete, model, payload, tools, timeout, kwargs, tools_as_text
-        )
+        pool = IN_PROCESS_CALLS if model.split("/", 1)[0] == OFFLINE_PROVIDER else MODEL_CALLS
+        waiting = pool.run(_complete, model, payload, tools, timeout, kwargs, tools_as_text)
         waiting.addTimeout(wait_limit(timeout), reactor)
         try:
             result = yield waiting

@@ -61,6 +61,11 @@ class HistoryCounter(models.Model):
     counted_for = models.CharField(
         max_length=255, default="", help_text="The model whose tokenizer made the counts."
     )
+    revision = models.BigIntegerField(
+        default=0,
+        help_text="Raised by a random step on every write, so a copy of the live history "
+        "held in memory knows it is current (see ``ai.history``).",
+    )
 
     def __str__(self):
         return f"{self.live_count} messages, {self.live_tokens} tokens"

@@ -82,14 +82,17 @@ def history_units(history):
 
 def select_history(history, budget, model):
     """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order."""
+    total = sum(stored_tokens(m, model) for m in history)
+    if total <= budget:
+        return list(history), total  # all of it: no unit is cut
     chosen, used = [], 0
     for unit in reversed(history_units(history)):
         cost = sum(stored_tokens(m, model) for m in unit)
         if used + cost > budget:
             break
-        chosen[:0] = unit
+        chosen.append(unit)
         used += cost
-    return chosen, used
+    return [message for unit in reversed(chosen) for message in unit], used
 
 
 def _component_text(component, state, config):
@@ -176,7 +179,8 @@ def assemble_prompt(
         config (ContextConfig): The context type.
         model (str): The model whose tokenizer counts.
         budget (int): Tokens the whole call may use.
-        history (list): The live history (stored messages with their token counts).
+        history (list): The live history (stored messages with their token counts), or
+            its newest part as a ``RecentHistory``, whose older messages count as omitted.
         event (dict, optional): The pending event.
         tool_result (str, optional): The previous tool's outcome.
         tools (list, optional): Tool schemas that will be sent with the call.
@@ -223,13 +227,15 @@ def assemble_prompt(
     chosen, history_tokens, omitted = [], 0, 0
     if with_history:
         chosen, history_tokens = select_history(history, max(budget - fixed, 0), model)
-        omitted = len(history) - len(chosen)
+        left = len(history) - len(chosen)
+        omitted = left + getattr(history, "older_count", 0)
         if omitted:
+            left_tokens = sum(m.get("token_count") or 0 for m in history[:left])
             cuts.append(
                 {
                     "component": "conversation_history",
                     "how": f"oldest {omitted} messages omitted",
-                    "tokens": sum(m.get("token_count") or 0 for m in history[:omitted]),
+                    "tokens": left_tokens + getattr(history, "older_tokens", 0),
                 }
             )
         parts.append(

@@ -18,15 +18,13 @@ configuration (a Qdrant server, pgvector...).
 import json
 import logging
 import os
-import threading
-from functools import partial
 
 from django.conf import settings
 from django.db import transaction
-from twisted.internet import defer, reactor, threads
-from twisted.python.threadpool import ThreadPool
+from twisted.internet import defer
 
 from .config import ai_setting
+from .utils.thread_pools import LazyPool
 from .utils.facts import replaces
 from .helpers.memory_links import (
     NOT_FACTS,
@@ -85,30 +83,16 @@ class MemoryWorker:
     """One thread that owns the Mem0 instance; every memory call runs on it, in order."""
 
     def __init__(self):
-        self._pool = None
+        self._pool = LazyPool("ai-memory", lambda: 1)
         self._memories = {}
-        self._lock = threading.Lock()
 
     def call(self, function, *args, **kwargs):
         """Run ``function(memory, *args, **kwargs)`` on the worker; return a Deferred."""
-        return threads.deferToThreadPool(
-            reactor, self._started(), self._run, function, args, kwargs
-        )
+        return self._pool.run(self._run, function, args, kwargs)
 
     def preload(self):
         """Load Mem0 and its embedder on the worker now (seconds), not on the first recall."""
         return self.call(lambda memory: None)
-
-    def _started(self):
-        with self._lock:
-            if self._pool is None:
-                pool = ThreadPool(minthreads=1, maxthreads=1, name="ai-memory")
-                # A daemon thread: a test run or a crashed server must still exit.
-                pool.threadFactory = partial(threading.Thread, daemon=True)
-                pool.start()
-                reactor.addSystemEventTrigger("during", "shutdown", pool.stop)
-                self._pool = pool
-            return self._pool
 
     def _run(self, function, args, kwargs):
         # Keyed by the configuration, read on each call: a changed AI_MEMORY_CONFIG takes

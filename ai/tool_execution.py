@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .audience import event_audience, visible_messages, with_audience
+from .audience import event_audience, with_audience
 from .helpers.memory_links import describe_memory
+from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_components import COMPONENT_CONVERSATION_HISTORY, COMPONENT_SEMANTIC_MEMORIES
@@ -100,18 +101,23 @@ class _Turn:
     may hear, and what it records is kept for that audience.
     """
 
-    def __init__(self, script, config, audience):
+    def __init__(self, script, config, audience, budget):
         self.script = script
         self.audience = audience
+        self.budget = budget
         self.records_history = config.records_history
         self.reads_history = COMPONENT_CONVERSATION_HISTORY in config.enabled_components
         self.local = []
 
     def history(self):
-        if self.records_history:
-            return visible_messages(self.script.conversation_history, self.audience)
-        live = self.script.conversation_history if self.reads_history else []
-        return visible_messages(live, self.audience) + self.local
+        """Return what the prompt may show: the newest heard messages its budget could
+        hold (see ``ConversationHistory.recent``), then the loop's own."""
+        if not (self.records_history or self.reads_history):
+            return RecentHistory(self.local)
+        recent = self.script.history.recent(self.budget, self.audience)
+        if self.local:
+            recent = RecentHistory(recent + self.local, recent.older_count, recent.older_tokens)
+        return recent
 
     def record(self, message):
         if message is None:
@@ -181,7 +187,7 @@ def run_react_loop(
         list(source_messages),
         audience,
     )
-    turn = _Turn(script, config, audience)
+    turn = _Turn(script, config, audience, budget)
     if memories is None:
         shown = [message["id"] for message in turn.history() if "id" in message]
         memories = yield recall_for(script, character, config, event, audience, shown)
@@ -273,8 +279,13 @@ def _nudge(answer, event, history, result):
     if _echoes(answer, event):
         result.echo_retries += 1
         return ECHO_NUDGE.format(speaker=_speaker(event))
-    said = (_said_in(m) for m in history if m["role"] == "assistant")
-    earlier = [text for text in said if text][-RECENT_REPLIES:]
+    earlier = []
+    for message in reversed(history):  # the newest replies only
+        said = _said_in(message) if message["role"] == "assistant" else ""
+        if said:
+            earlier.insert(0, said)
+            if len(earlier) == RECENT_REPLIES:
+                break
     if repeats_itself(_said_in(answer.as_message()), earlier):
         result.repeat_retries += 1
         return REPEAT_NUDGE.format(speaker=_speaker(event))

@@ -111,6 +111,70 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(self.script.conversation_history[0]["token_count"], expected)
 
 
+class TestRecentHistory(AssistantTestCase):
+    """``recent``: the newest messages a prompt could send, held in memory between ticks."""
+
+    def line(self, index, **extra):
+        return self.script.append_message(
+            {"role": "user", "content": f'Char says, "line {index}"', **extra}
+        )
+
+    def test_only_the_newest_messages_worth_the_tokens_are_read(self):
+        for index in range(40):
+            self.line(index)
+        each = self.script.conversation_history[0]["token_count"]
+        recent = self.script.history.recent(5 * each)
+        self.assertEqual([m["content"] for m in recent][0], 'Char says, "line 35"')
+        self.assertEqual((recent.older_count, recent.older_tokens), (35, 35 * each))
+        self.assertEqual(len(self.script.history.recent(10**6)), 40)
+
+    def test_the_held_copy_follows_appends_and_notices_other_writes(self):
+        for index in range(3):
+            self.line(index)
+        history = self.script.history
+        self.assertEqual(len(history.recent(10**6)), 3)
+        self.line(3)
+        self.assertEqual(history.recent(10**6)[-1]["content"], 'Char says, "line 3"')
+        # A write that bypasses this copy (another process, a builder's tool): the
+        # counter's revision changes, and the next read is fresh.
+        row = ConversationMessage.objects.get(content='Char says, "line 1"')
+        row.content = 'Char says, "edited"'
+        row.save()
+        self.script.history.recount()
+        self.assertIn('Char says, "edited"', [m["content"] for m in history.recent(10**6)])
+
+    def test_a_room_never_gets_a_whisper_from_the_held_copy(self):
+        self.line(0)
+        self.assertEqual(len(self.script.history.recent(10**6)), 1)  # held from here on
+        self.line(1, metadata={"audience": [self.char1.dbref]})
+        self.line(2)
+        room = [m["content"] for m in self.script.history.recent(10**6)]
+        self.assertEqual(room, ['Char says, "line 0"', 'Char says, "line 2"'])
+        whisperer = self.script.history.recent(10**6, [self.char1.dbref])
+        self.assertEqual(len(whisperer), 3)
+
+    def test_hidden_whispers_make_it_read_further_back(self):
+        for index in range(10):
+            self.line(index)
+        for index in range(10, 30):
+            self.line(index, metadata={"audience": [self.char1.dbref]})
+        each = self.script.conversation_history[0]["token_count"]
+        room = self.script.history.recent(5 * each)
+        self.assertEqual([m["content"] for m in room][-1], 'Char says, "line 9"')
+        self.assertEqual(len(room), 5)
+
+    def test_a_partial_copy_never_starts_with_a_result_without_its_call(self):
+        for index in range(10):
+            self.line(index)
+        self.script.append_message(TOOL_CALL_MESSAGE)
+        for _ in range(3):
+            self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "x"})
+        self.line(10)
+        tool_tokens = self.script.conversation_history[-2]["token_count"]
+        recent = self.script.history.recent(2 * tool_tokens)
+        self.assertNotEqual(recent[0]["role"], "tool")
+
+
 class TestReplaceWithSummary(AssistantTestCase):
     SUMMARY = {"role": "system", "content": "[CONTEXT SUMMARY]\nChar said hello six times."}
 

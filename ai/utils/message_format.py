@@ -12,6 +12,7 @@ import json
 
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+_SENDABLE = frozenset(SENDABLE_KEYS)
 
 
 class MessageValidationError(ValueError):
@@ -81,12 +82,39 @@ def tool_call_text(call):
     return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
 
 
+class StoredMessage(dict):
+    """A message read from the history store, which remembers its sendable part.
+
+    The live history is held in memory across ticks (see ``ai.history``) and sent again on
+    every call; working out the sendable part once per message keeps a call's cost down.
+    """
+
+    __slots__ = ("_sent",)
+
+    def sendable(self):
+        """Return a fresh copy of the part a chat API accepts."""
+        try:
+            return dict(self._sent)
+        except AttributeError:
+            self._sent = _sendable_part(self)
+            return dict(self._sent)
+
+
 def sendable(message):
-    """Return the part of a stored message that a chat API accepts (no metadata).
+    """Return the part of a stored message that a chat API accepts (no metadata), new.
 
     A tool-calling message without text gets an empty content: llama.cpp's server refuses
     a missing or null one.
     """
+    if isinstance(message, StoredMessage):
+        return message.sendable()
+    return _sendable_part(message)
+
+
+def _sendable_part(message):
+    keys = message.keys()
+    if keys <= _SENDABLE and "content" in keys and None not in message.values():
+        return dict(message)  # already sendable: an assembled prompt's message
     sent = {key: message[key] for key in SENDABLE_KEYS if message.get(key) is not None}
     if sent.get("tool_calls") and "content" not in sent:
         sent["content"] = ""

@@ -201,7 +201,20 @@ def stored_tokens(message, model):
 
 
 def count_tools_tokens(tools, model):
-    """Count the JSON tool schemas offered to the model (they are sent with every call)."""
+    """Count the JSON tool schemas offered to the model (they are sent with every call).
+
+    The same schemas are offered call after call: their count is kept per text and model
+    (the calibration, which may change, is applied after).
+    """
     if not tools:
         return 0
-    return count_tokens(json.dumps(tools, sort_keys=True), model)
+    text = json.dumps(tools, sort_keys=True)
+    if _encoding_for(model) is not None:
+        return _exact_count(text, model)
+    return count_tokens(text, model)
+
+
+@lru_cache(maxsize=64)
+def _exact_count(text, model):
+    """Count ``text`` with ``model``'s bundled encoding (for texts counted again and again)."""
+    return count_tokens(text, model)
