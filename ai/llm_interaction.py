@@ -14,6 +14,7 @@ from evennia.utils import logger
 from twisted.internet import defer, reactor, threads
 from twisted.internet.task import deferLater
 
+from .cache_hints import cache_hints
 from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
 from .token_calibration import needs_calibration, observe
@@ -174,14 +175,17 @@ def _read_tool_calls(message):
     return calls
 
 
-def _complete(model, messages, tools, timeout, extra, tools_as_text=False):
+def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache=None):
     """Run one litellm completion (in a worker thread) and read it into a result.
 
     With ``tools_as_text`` the tools are listed in the system prompt instead of sent as
     the API's ``tools``; either way, calls written in the answer's text are recovered.
+    ``cache`` holds the points and key of ``cache_hints``; the options win over the hints.
     """
     litellm = load_litellm()
     kwargs = dict(extra)
+    if cache:
+        kwargs = {**cache_hints(model, kwargs.get("api_base"), **cache), **kwargs}
     if tools and tools_as_text:
         messages = with_tools_described(messages, tools)
     elif tools:
@@ -242,6 +246,7 @@ def call_llm(
     timeout=None,
     max_retries=None,
     purpose="reply",
+    cache_points=None,
     **extra,
 ):
     """Call a model through litellm without blocking the reactor.
@@ -257,6 +262,10 @@ def call_llm(
             ``AI_LLM_MAX_RETRIES`` by default.
         purpose (str): ``reply``, ``task`` or ``summary``: which options apply (see
             ``call_options``).
+        cache_points (list, optional): Indices of the messages that end a prefix a later
+            call will repeat (see ``ai.prompt_layout.cache_points``): the provider is told,
+            as far as it takes hints (``ai.cache_hints``) and ``prompt_cache_hints``
+            allows. None for a prompt that is not expected to repeat.
         **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``),
             over the options.
 
@@ -275,11 +284,14 @@ def call_llm(
         return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
     payload = [sendable(message) for message in messages]
+    cache = None
+    if cache_points is not None and script.get_config("prompt_cache_hints"):
+        cache = {"points": list(cache_points), "cache_key": f"evennia-ai-{script.id}"}
     attempt = 0
     while True:
         attempt += 1
         waiting = threads.deferToThread(
-            _complete, model, payload, tools, timeout, kwargs, tools_as_text
+            _complete, model, payload, tools, timeout, kwargs, tools_as_text, cache
         )
         waiting.addTimeout(wait_limit(timeout), reactor)
         try:
