@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/journal.py
+	$(BIN)/python bench/prompt_cache.py
 	$(BIN)/python bench/memory.py
 
 # The sdist and the wheel (`pip install build/dist/evennia_ai-*.whl`); build fetches

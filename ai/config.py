@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 from django.conf import settings
 
+from .prompt_layout import LAYOUTS, SEED
+
 
 class ConfigError(ValueError):
     """A configuration value was refused; the message names the attribute and its range."""
@@ -78,6 +80,17 @@ def optional(check):
             check(value)
 
     return check_optional
+
+
+def one_of(*choices):
+    """Return a check accepting one of the strings ``choices``."""
+
+    @accepts(str, "one of " + ", ".join(map(repr, choices)))
+    def check(value):
+        if value not in choices:
+            raise ValueError(f"must be {check.allowed}")
+
+    return check
 
 
 @accepts(str, "a non-empty string")
@@ -352,6 +365,18 @@ SCRIPT_CONFIG = {
     ),
     "working_memory_ttl": Option(
         1800, int_range(60), "Seconds of quiet after which a conversation is over"
+    ),
+    "prompt_layout": Option(
+        SEED,
+        one_of(*LAYOUTS),
+        "Order of the prompt: seed (component ID order) or cache_friendly (history right after "
+        "the character context, what changes every call after it; see docs/context.md)",
+    ),
+    "prompt_cache_hints": Option(
+        True,
+        boolean,
+        "Tell the provider which prefix of the prompt to cache: Anthropic's cache_control, "
+        "OpenAI's prompt_cache_key (see docs/context.md)",
     ),
 }
 

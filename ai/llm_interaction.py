@@ -14,6 +14,7 @@ from evennia.utils import logger
 from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
+from .cache_hints import cache_hints
 from .config import ConfigError, ai_setting, checked_setting, model_options
 from .litellm_loader import load_litellm, model_input_window
 from .offline import PROVIDER as OFFLINE_PROVIDER
@@ -181,14 +182,17 @@ def _read_tool_calls(message):
     return calls
 
 
-def _complete(model, messages, tools, timeout, extra, tools_as_text=False):
+def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache=None):
     """Run one litellm completion (in a worker thread) and read it into a result.
 
     With ``tools_as_text`` the tools are listed in the system prompt instead of sent as
     the API's ``tools``; either way, calls written in the answer's text are recovered.
+    ``cache`` holds the points and key of ``cache_hints``; the options win over the hints.
     """
     litellm = load_litellm()
     kwargs = dict(extra)
+    if cache:
+        kwargs = {**cache_hints(model, kwargs.get("api_base"), **cache), **kwargs}
     if tools and tools_as_text:
         messages = with_tools_described(messages, tools)
     elif tools:
@@ -249,6 +253,7 @@ def call_llm(
     timeout=None,
     max_retries=None,
     purpose="reply",
+    cache_points=None,
     **extra,
 ):
     """Call a model through litellm without blocking the reactor.
@@ -264,6 +269,10 @@ def call_llm(
             ``AI_LLM_MAX_RETRIES`` by default.
         purpose (str): ``reply``, ``task`` or ``summary``: which options apply (see
             ``call_options``).
+        cache_points (list, optional): Indices of the messages that end a prefix a later
+            call will repeat (see ``ai.prompt_layout.cache_points``): the provider is told,
+            as far as it takes hints (``ai.cache_hints``) and ``prompt_cache_hints``
+            allows. None for a prompt that is not expected to repeat.
         **extra: Further keyword arguments for ``litellm.completion`` (e.g. ``mock_response``),
             over the options.
 
@@ -282,11 +291,14 @@ def call_llm(
         return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
     payload = [sendable(message) for message in messages]
+    cache = None
+    if cache_points is not None and script.get_config("prompt_cache_hints"):
+        cache = {"points": list(cache_points), "cache_key": f"evennia-ai-{script.id}"}
     attempt = 0
     while True:
         attempt += 1
         pool = IN_PROCESS_CALLS if model.split("/", 1)[0] == OFFLINE_PROVIDER else MODEL_CALLS
-        waiting = pool.run(_complete, model, payload, tools, timeout, kwargs, tools_as_text)
+        waiting = pool.run(_complete, model, payload, tools, timeout, kwargs, tools_as_text, cache)
         waiting.addTimeout(wait_limit(timeout), reactor)
         try:
             result = yield waiting

@@ -17,6 +17,7 @@ from .prompt_components import (
     all_components,
     pluggable_renderer,
 )
+from .prompt_layout import arrange
 from .prompt_rendering import RENDERERS, PromptState
 from .utils.message_format import sendable
 from .utils.token_counter import (
@@ -45,7 +46,7 @@ class AssembledPrompt:
     """The messages of one call and how they were fitted into the budget.
 
     Attributes:
-        messages (list): What to send, in component order.
+        messages (list): What to send, in the order of the assistant's ``prompt_layout``.
         total_tokens (int): Tokens of the messages and the tool schemas.
         budget (int): The token budget of the call.
         components (dict): Component key -> tokens it contributed.
@@ -247,7 +248,7 @@ def assemble_prompt(
             }
         )
     messages, components = [], {}
-    for part in sorted(parts, key=lambda p: p["id"]):
+    for part in arrange(parts, script.get_config("prompt_layout")):
         sent = part["messages"] if "messages" in part else [part["message"]]
         if any(sent):
             messages.extend(m for m in sent if m)

@@ -111,11 +111,14 @@ def render_working_memory(state, present):
 
     Only who and since when: what they said is in the history already, and a small model
     shown the last line heard once more repeated it as its answer (real-model evaluation).
-    Nothing that changes every turn either, so the prompt's prefix stays reusable.
+    Nothing that changes every turn either, so the prompt's prefix stays reusable: the
+    lines come in the order the conversations began (the latest speaker first reordered
+    them whenever someone else spoke).
     """
     ttl = state.script.get_config("working_memory_ttl")
+    talks = conversations(state.character, state.audience, ttl)
     lines = []
-    for talk in conversations(state.character, state.audience, ttl):
+    for talk in sorted(talks, key=lambda talk: (talk["started_at"], talk["speaker"])):
         if talk["speaker"] in present:
             since = timezone.localtime(talk["started_at"]).strftime("%H:%M")
             lines.append(f"{CONVERSATION_LINE}{one_line(talk['speaker_name'])} since {since}.")

@@ -19,6 +19,7 @@ from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_components import COMPONENT_CONVERSATION_HISTORY, COMPONENT_SEMANTIC_MEMORIES
 from .prompt_contexts import get_context_config, select_execution_pattern
+from .prompt_layout import cache_points
 from .prompt_rendering import recall_query
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
@@ -210,7 +211,10 @@ def run_react_loop(
             audience=audience,
         )
         purpose = "reply" if config.speaks else "task"
-        calling = call_llm(script, prompt.messages, tools=schemas, purpose=purpose)
+        points = cache_points(prompt, iteration < pattern.max_iterations)
+        calling = call_llm(
+            script, prompt.messages, tools=schemas, purpose=purpose, cache_points=points
+        )
         if thinking:
             thinking.watch(calling)
         answer = yield calling
@@ -221,6 +225,7 @@ def run_react_loop(
                 prompt.messages + [{"role": "user", "content": nudge}],
                 tools=schemas,
                 purpose=purpose,
+                cache_points=points,
             )
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:

@@ -194,6 +194,15 @@ def _last_user_index(messages):
     return (events or users or [None])[-1]
 
 
+def _known_at(messages, last_user):
+    """Return the chat before the event at ``last_user``, the system lines after it, the event.
+
+    The ``cache_friendly`` prompt layout sends memories and profiles after the history.
+    """
+    after = [message for message in messages[last_user + 1 :] if message.get("role") == "system"]
+    return messages[:last_user] + after + [messages[last_user]]
+
+
 def respond(messages, tools=None):
     """Decide the engine's answer to a chat.
 
@@ -216,7 +225,7 @@ def respond(messages, tools=None):
         return Reply(content="I am here.")
     turn = messages[last_user + 1 :]
     speaker, verb, text = read_event(messages[last_user].get("content"))
-    reply_text = compose_reply(speaker, text, messages[: last_user + 1], verb)
+    reply_text = compose_reply(speaker, text, _known_at(messages, last_user), verb)
     speak_tool = next((name for name in SPEAK_TOOL_NAMES if name in names), None)
     if speak_tool is None:
         return Reply(content=reply_text)
