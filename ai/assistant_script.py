@@ -38,6 +38,7 @@ from .sleep.extraction import run_pre_compaction_extraction, set_extraction_sign
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
+from .utils.gc_freeze import freeze_when_loaded
 
 COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
 EMERGENCY_EXTRACTION_ITERATIONS = 3
@@ -78,7 +79,8 @@ class AssistantScript(DefaultScript):
 
         An extraction's signal would stay set otherwise. Importing litellm and loading the
         memory embedder take seconds, so they run in worker threads rather than in the
-        first tick after a start or reload.
+        first tick after a start or reload; once loaded, what they made is left out of
+        garbage collection (``ai.utils.gc_freeze``).
         """
         set_extraction_signal(self, False)
         load_calibrations()
@@ -89,14 +91,18 @@ class AssistantScript(DefaultScript):
                 f"AI: litellm failed to load: {failure.getErrorMessage()}"
             )
         )
+        loading = [preloading]
         if self.get_config("memory_enabled"):
             # The embedder takes seconds to load: on the memory worker now, not in the
             # first recall after a start.
-            WORKER.preload().addErrback(
-                lambda failure: logger.log_err(
-                    f"AI: long-term memory failed to load: {failure.getErrorMessage()}"
+            loading.append(
+                WORKER.preload().addErrback(
+                    lambda failure: logger.log_err(
+                        f"AI: long-term memory failed to load: {failure.getErrorMessage()}"
+                    )
                 )
             )
+        freeze_when_loaded(*loading)
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.

@@ -401,6 +401,11 @@ AI_SETTINGS = {
         "own; read at the first call)",
     ),
     "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
+    "AI_GC_FREEZE": (
+        True,
+        "Leave the objects loaded at server start out of garbage collection, whose full "
+        "passes over them stalled the server for seconds",
+    ),
     "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
     "AI_LOG_CHANNEL": (
         "AIlog",

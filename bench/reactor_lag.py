@@ -33,6 +33,9 @@ DURATION_S = 60
 WARM_UP_S = 10
 PROBE_S = 0.01
 REMOTE_SECONDS = 0.8
+# The model the stand-in answers for: a remote provider's name, so that the call takes the
+# path of a remote model (its thread pool, its tokenizer); the network is never reached.
+REMOTE_MODEL = "openai/gpt-4o-mini"
 TARGET_P99_MS = 50
 TARGET_MAX_MS = 200
 
@@ -50,8 +53,9 @@ def remote_stand_in(model, messages, tools, *args, **kwargs):
     return LLMResult(ok=True, content="", tool_calls=[call], model=model)
 
 
-def build(count):
-    """Return ``count`` assistants with ``HISTORY`` messages each, and a player beside each."""
+def build(count, model):
+    """Return ``count`` assistants of ``model`` with ``HISTORY`` messages each, and a player
+    beside each."""
     from evennia.utils import create
 
     rows = history_rows(HISTORY)
@@ -60,7 +64,9 @@ def build(count):
         character = new_assistant(key=f"Sage{index}")
         script = character.assistant_script
         script._stop_task()
+        script.set_config("llm_model", model)
         fill_history(script, rows)
+        script.history.totals()  # recounted now for ``model``'s tokenizer, not in a tick
         script.set_config("compact_enabled", False)
         player = create.create_object(
             "evennia.objects.objects.DefaultCharacter",
@@ -88,11 +94,18 @@ def measure(count, engine):
     """Run the scenario and return its figures."""
     from ai import llm_interaction
     from ai.config import ai_setting
+    from ai.offline import DEFAULT_MODEL
+    from ai.semantic_memory import WORKER
+    from ai.utils.gc_freeze import freeze_when_loaded
 
+    model = DEFAULT_MODEL
     if engine == "remote":
-        llm_interaction._complete = remote_stand_in
+        llm_interaction._complete, model = remote_stand_in, REMOTE_MODEL
     interval = ai_setting("AI_TICK_INTERVAL")
-    pairs = build(count)
+    pairs = build(count, model)
+    # As the server does at start: Mem0 loads before any tick, then what is loaded is
+    # left out of garbage collection.
+    yield freeze_when_loaded(WORKER.preload())
     ticks, lags, lost, loops = [0], [], [0], []
 
     def counted(tick):

@@ -24,3 +24,5 @@ TEST_ENVIRONMENT = True
 LOG_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-logs-")
 # Long-term memory (Mem0's FAISS index and history) in a scratch directory.
 AI_MEMORY_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-memory-")
+# Freezing the objects loaded at start is for a server; a test process keeps collecting.
+AI_GC_FREEZE = False

@@ -1,11 +1,14 @@
 """The script's tick machinery: busy guard, errback, modes, events, hearing."""
 
+import gc
 from unittest.mock import patch
 
 from django.test import override_settings
 from twisted.internet import defer
 
 from ai.llm_interaction import LLMResult
+from ai.utils import gc_freeze
+from ai.utils.gc_freeze import freeze_when_loaded
 
 from .support import AssistantTestCase, ScriptedLLM, make_assistant, wait_for
 
@@ -111,3 +114,27 @@ class TestModes(AssistantTestCase):
         for _ in range(3):
             self.tick()
         self.assertEqual(self.script.db.operating_mode, "awake")
+
+
+class TestGcFreeze(AssistantTestCase):
+    """What the server loaded at start is left out of garbage collection, once."""
+
+    def tearDown(self):
+        gc.unfreeze()
+        gc_freeze._frozen.clear()
+        super().tearDown()
+
+    @override_settings(AI_GC_FREEZE=True)
+    def test_objects_alive_once_loading_ends_are_frozen_once_a_process(self):
+        loading = defer.Deferred()
+        freeze_when_loaded(loading)
+        self.assertEqual(gc.get_freeze_count(), 0, "not before the loading has ended")
+        loading.errback(RuntimeError("the embedder failed"))  # a failed load counts as ended
+        self.assertGreater(gc.get_freeze_count(), 0)
+        gc.unfreeze()
+        freeze_when_loaded(defer.succeed(None))
+        self.assertEqual(gc.get_freeze_count(), 0, "only once")
+
+    def test_the_setting_turns_it_off(self):
+        freeze_when_loaded(defer.succeed(None))
+        self.assertEqual(gc.get_freeze_count(), 0)
