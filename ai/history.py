@@ -43,8 +43,7 @@ def _json(value):
     """Return a JSON column's value decoded, whether the driver gave text or objects."""
     if not isinstance(value, (str, bytes)):
         return value
-    # Most messages carry no metadata: skip the decoder for the commonest value.
-    return {} if value == "{}" else json.loads(value)
+    return json.loads(value)
 
 
 def _columns_to_message(columns):
@@ -53,16 +52,32 @@ def _columns_to_message(columns):
     message = StoredMessage(role=role, content=content)
     if name:
         message["name"] = name
-    tool_calls = _json(tool_calls)
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    if tool_call_id:
-        message["tool_call_id"] = tool_call_id
-    message["metadata"] = _json(metadata) or {}
+    _add_tool_fields(message, tool_calls, tool_call_id)
+    # Most messages carry no metadata: no decoder for those (a compaction reads thousands).
+    message["metadata"] = {} if metadata == "{}" else _json(metadata) or {}
     message["id"] = row_id
     message["position"] = position
     message["token_count"] = tokens
     return message
+
+
+def _columns_to_outline(columns):
+    """Return the values of :meth:`ConversationHistory.newest_outline`'s columns as a dict."""
+    row_id, position, role, tool_calls, tool_call_id, tokens = columns
+    entry = {"id": row_id, "position": position, "role": role, "token_count": tokens}
+    _add_tool_fields(entry, tool_calls, tool_call_id)
+    return entry
+
+
+def _add_tool_fields(message, tool_calls, tool_call_id):
+    """Put a row's tool calls (decoded only when there are some) and tool call id in
+    ``message``, if it has them."""
+    if tool_calls is not None:
+        tool_calls = _json(tool_calls)
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+    if tool_call_id:
+        message["tool_call_id"] = tool_call_id
 
 
 def row_to_message(row):
@@ -85,12 +100,15 @@ class RecentHistory(list):
     Attributes:
         older_count (int): Live messages before the first of these (heard or not).
         older_tokens (int): Their tokens.
+        revision (int or None): The counter's revision they were read at, where a caller
+            needs it (:meth:`ConversationHistory.newest_outline`).
     """
 
-    def __init__(self, messages, older_count=0, older_tokens=0):
+    def __init__(self, messages, older_count=0, older_tokens=0, revision=None):
         super().__init__(messages)
         self.older_count = older_count
         self.older_tokens = older_tokens
+        self.revision = revision
 
 
 @dataclass
@@ -239,6 +257,45 @@ class ConversationHistory:
             live_tokens - tail.tokens + sum(message["token_count"] for message in older),
         )
 
+    def newest_outline(self, tokens, count):
+        """Return the newest live messages without their content: at least enough to
+        outnumber ``count``, hold more than ``tokens`` tokens and begin with a message that
+        is not a tool result; or all of them.
+
+        Enough to find where a compaction splits the history (``ai.sleep.compaction``)
+        without reading what it preserves.
+
+        Args:
+            tokens (int or float): Tokens the messages must exceed together.
+            count (int): Messages they must outnumber.
+
+        Returns:
+            RecentHistory: ``{id, position, role, token_count}`` dicts, with ``tool_calls``
+            and ``tool_call_id`` where the message has them, oldest first; with the
+            revision they were read at and the count and tokens of the messages before them.
+        """
+        revision, live_tokens, live_count = self._state()
+        average = live_tokens / live_count if live_count else 1
+        limit = int(tokens / max(average, 1)) + count + 64
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT id, position, role, tool_calls, tool_call_id, token_count "
+                    f"FROM {_MESSAGE_TABLE} WHERE db_script_id = %s AND is_live = %s "
+                    "ORDER BY position DESC, id DESC LIMIT %s",
+                    [self.script.id, True, limit],
+                )
+                rows = cursor.fetchall()
+            outline = [_columns_to_outline(columns) for columns in reversed(rows)]
+            held = sum(entry["token_count"] for entry in outline)
+            if len(rows) < limit or (
+                held > tokens and len(outline) > count and outline[0]["role"] != "tool"
+            ):
+                return RecentHistory(
+                    outline, live_count - len(outline), live_tokens - held, revision
+                )
+            limit *= 2
+
     def _load_tail(self, wanted, revision, live_tokens, live_count):
         """Read the newest live messages holding at least ``wanted`` tokens, newest pages first."""
         average = live_tokens / live_count if live_count else 1
@@ -294,18 +351,23 @@ class ConversationHistory:
             )
             return [_columns_to_message(columns) for columns in cursor.fetchall()]
 
-    def replace_with_summaries(self, compacted, summaries):
+    def replace_with_summaries(self, compacted, summaries, read_at=None):
         """Archive ``compacted`` and put summaries live in their place, atomically.
 
-        Messages appended meanwhile are untouched: only the named rows change. The
-        summaries take the positions of the first messages they replace, in order, and
-        each replaced row links to the summary that stands for it.
+        Messages appended meanwhile are untouched: only the rows between the first and last
+        position of ``compacted`` change. The summaries take the positions of the first
+        messages they replace, in order, and each replaced row links to the summary that
+        stands for it: the range is archived in one UPDATE linked to the summary of most of
+        it, then the rows of any other summary are linked to theirs.
 
         Args:
             compacted (list): A run of consecutive live messages read from this store
                 (with ``id``, ``position`` and ``token_count``), oldest first.
             summaries (list): ``(summary message, the messages of compacted it replaces)``
                 pairs, which together cover ``compacted``.
+            read_at (int, optional): The counter's revision when ``compacted`` was read as
+                all the live messages from its first position to its last: if it is still
+                the counter's, nothing was written since and they are not read again.
 
         Returns:
             list: The stored summary messages.
@@ -318,17 +380,21 @@ class ConversationHistory:
             validate_message(message)
         first, last = compacted[0]["position"], compacted[-1]["position"]
         counted = [count_message_tokens(message, self.model) for message, _ in summaries]
+        step = _revision_step()
         with transaction.atomic():
-            rows = self.live_rows().filter(position__gte=first, position__lte=last)
-            live = dict(rows.select_for_update().values_list("id", "token_count"))
-            if set(live) != {message["id"] for message in compacted}:
-                raise HistoryChanged("the messages to compact are no longer the live ones")
-            # The stored counts, not those read before the summary call: a model change
-            # meanwhile recounted them for the counter's new tokenizer.
-            removed = sum(live.values())
-            stored = []
-            for offset, ((message, replaced), tokens) in enumerate(zip(summaries, counted)):
-                summary = ConversationMessage.objects.create(
+            # Written first: writers elsewhere queue behind this transaction.
+            revision = self._raise_revision(step)
+            if read_at is not None and revision == read_at + step:
+                removed = sum(message["token_count"] for message in compacted)
+            else:
+                live = self._lock_live_range(first, last)
+                if set(live) != {message["id"] for message in compacted}:
+                    raise HistoryChanged("the messages to compact are no longer the live ones")
+                # The stored counts, not those read before the summary call: a model change
+                # meanwhile recounted them for the counter's new tokenizer.
+                removed = sum(live.values())
+            stored = [
+                ConversationMessage.objects.create(
                     db_script_id=self.script.id,
                     position=first + offset,
                     role=message["role"],
@@ -336,17 +402,59 @@ class ConversationHistory:
                     metadata=message.get("metadata") or {},
                     token_count=tokens,
                 )
-                rows.filter(pk__in=[m["id"] for m in replaced]).update(
-                    is_live=False, replaced_by=summary
+                for offset, ((message, _), tokens) in enumerate(zip(summaries, counted))
+            ]
+            linked = sorted(zip(stored, summaries), key=lambda pair: -len(pair[1][1]))
+            self._archive_range(first, last, stored, linked[0][0].id)
+            for summary, (_, replaced) in linked[1:]:  # another audience's messages
+                ConversationMessage.objects.filter(pk__in=[m["id"] for m in replaced]).update(
+                    replaced_by=summary
                 )
-                stored.append(summary)
             HistoryCounter.objects.filter(db_script_id=self.script.id).update(
                 live_tokens=F("live_tokens") - removed + sum(counted),
                 live_count=F("live_count") - len(compacted) + len(stored),
-                revision=F("revision") + _revision_step(),
             )
         self.script.ndb.live_tail = None
         return [row_to_message(summary) for summary in stored]
+
+    def _raise_revision(self, step):
+        """Raise the counter's revision by ``step``; return the new one (None: no counter)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {_COUNTER_TABLE} SET revision = revision + %s WHERE db_script_id = %s",
+                [step, self.script.id],
+            )
+            cursor.execute(
+                f"SELECT revision FROM {_COUNTER_TABLE} WHERE db_script_id = %s",
+                [self.script.id],
+            )
+            row = cursor.fetchone()
+        return row and row[0]
+
+    def _lock_live_range(self, first, last):
+        """Return ``{id: token_count}`` of the live rows from position ``first`` to ``last``,
+        locked until the transaction ends where the database can lock rows."""
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, token_count FROM {_MESSAGE_TABLE} WHERE db_script_id = %s "
+                f"AND is_live = %s AND position >= %s AND position <= %s{lock}",
+                [self.script.id, True, first, last],
+            )
+            return dict(cursor.fetchall())
+
+    def _archive_range(self, first, last, summaries, replaced_by):
+        """Archive the live rows from position ``first`` to ``last`` but ``summaries``,
+        linking them to the summary ``replaced_by``: one UPDATE, whatever their number."""
+        keep = ", ".join(["%s"] * len(summaries))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {_MESSAGE_TABLE} SET is_live = %s, replaced_by_id = %s "
+                "WHERE db_script_id = %s AND is_live = %s AND position >= %s "
+                f"AND position <= %s AND id NOT IN ({keep})",
+                [False, replaced_by, self.script.id, True, first, last]
+                + [summary.id for summary in summaries],
+            )
 
     def archived_by(self, summary_id):
         """Return the messages that the summary ``summary_id`` replaced, oldest first."""
@@ -356,9 +464,15 @@ class ConversationHistory:
         """Return a queryset of the live rows, oldest first."""
         return ConversationMessage.objects.filter(db_script_id=self.script.id, is_live=True)
 
-    def messages(self):
-        """Return the live history as a list of message dicts, oldest first."""
-        return self._read("is_live = %s", [True])
+    def messages(self, before=None):
+        """Return the live history as a list of message dicts, oldest first.
+
+        Args:
+            before (int, optional): Only the messages at positions before this one.
+        """
+        if before is None:
+            return self._read("is_live = %s", [True])
+        return self._read("is_live = %s AND position < %s", [True, before])
 
     def totals(self):
         """Return ``(live_tokens, live_count)`` in one indexed read."""

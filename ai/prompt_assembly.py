@@ -81,6 +81,26 @@ def history_units(history):
     return units
 
 
+def unit_start(history, index):
+    """Return where the unit of ``history`` holding ``history[index]`` starts (see
+    :func:`history_units`), or ``len(history)`` for an index past the end.
+
+    Only the messages back to the last one that is not a tool result are read: such a
+    message always starts a unit.
+    """
+    if index >= len(history):
+        return len(history)
+    head = index
+    while head > 0 and history[head].get("role") == "tool":
+        head -= 1
+    start = head
+    for unit in history_units(history[head : index + 1]):
+        if start + len(unit) > index:
+            break
+        start += len(unit)
+    return start
+
+
 def select_history(history, budget, model):
     """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order."""
     total = sum(stored_tokens(m, model) for m in history)

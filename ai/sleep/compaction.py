@@ -26,7 +26,7 @@ from ..llm_interaction import (
     summary_model,
     summary_request,
 )
-from ..prompt_assembly import history_units
+from ..prompt_assembly import history_units, unit_start
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
@@ -50,19 +50,40 @@ def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKE
     recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves
     back to the start of a whole unit, so a tool call stays with its results.
     """
+    start = preserve_start(history, preserve_count, token_share * max_tokens)
+    return history[:start], history[start:]
+
+
+def preserve_start(newest, preserve_count, keep_tokens):
+    """Return the index in ``newest`` of the first message :func:`split_history` preserves.
+
+    ``newest`` is the whole history or its newest part, as long as that part holds more
+    than ``preserve_count`` messages and more than ``keep_tokens`` tokens and begins with a
+    message that is not a tool result (see
+    :meth:`~ai.history.ConversationHistory.newest_outline`): the split then falls inside
+    it, where it falls in the whole history.
+    """
     keep_by_tokens, used = 0, 0
-    for message in reversed(history):
+    for message in reversed(newest):
         used += message["token_count"]
-        if used > token_share * max_tokens:
+        if used > keep_tokens:
             break
         keep_by_tokens += 1
-    boundary = max(len(history) - max(preserve_count, keep_by_tokens), 0)
-    start = 0
-    for unit in history_units(history):
-        if start + len(unit) > boundary:
-            break
-        start += len(unit)
-    return history[:start], history[start:]
+    boundary = max(len(newest) - max(preserve_count, keep_by_tokens), 0)
+    return unit_start(newest, boundary)
+
+
+def messages_to_compact(store, preserve_count, keep_tokens):
+    """Return the live messages that :func:`split_history` would not preserve, and the
+    history's revision when they were read.
+
+    The split is found in an outline of the newest messages (ids, roles, tool calls and
+    token counts); only the messages before it, all compacted, are read whole.
+    """
+    newest = store.newest_outline(keep_tokens, preserve_count)
+    start = preserve_start(newest, preserve_count, keep_tokens)
+    before = newest[start]["position"] if start < len(newest) else None
+    return store.messages(before=before), newest.revision
 
 
 def summarizer_window(script):
@@ -119,6 +140,8 @@ def chunk_for_window(messages, limit, model):
     include the per-message overhead and so bound the transcript lines from above. A unit
     too large for ``limit`` on its own has its messages cut to fit (:func:`fit_for_summary`).
     """
+    if messages and sum(stored_tokens(message, model) for message in messages) <= limit:
+        return [list(messages)]  # all of it fits: no unit to look for
     chunks, current, used = [], [], 0
     for unit in history_units(messages):
         cost = sum(stored_tokens(message, model) for message in unit)
@@ -249,8 +272,8 @@ def compact_conversation_history(script, character, force=False, kind=None):
     kind = kind or ("emergency" if force else "sleep")
     if not config["compact_enabled"] and not force:
         return skipped("compaction disabled")
-    history = script.conversation_history
-    if not history:
+    store = script.history
+    if not len(store):
         return skipped("no history")
     before = measure_context(script, character)
     threshold = config["compact_sleep_threshold"]
@@ -261,8 +284,8 @@ def compact_conversation_history(script, character, force=False, kind=None):
     # A builder who asks for a compaction gets one: only the preserve window's messages are
     # kept, not 20% of the window (all of a short history at the default 100,000 tokens).
     share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
-    to_compact, to_preserve = split_history(
-        history, config["compact_preserve_window"], before.max_tokens, share
+    to_compact, read_at = messages_to_compact(
+        store, config["compact_preserve_window"], share * before.max_tokens
     )
     if not to_compact:
         return skipped(
@@ -286,7 +309,7 @@ def compact_conversation_history(script, character, force=False, kind=None):
             summaries.append((audience, members, summary))
     finally:
         script.ndb.compacting = False
-    return _replace(script, character, kind, summaries, to_compact, before)
+    return _replace(script, character, kind, summaries, to_compact, read_at, before)
 
 
 def summary_message(kind, audience, members, summary, model, now):
@@ -310,13 +333,16 @@ def summary_message(kind, audience, members, summary, model, now):
     return marker
 
 
-def _replace(script, character, kind, summaries, to_compact, before):
+def _replace(script, character, kind, summaries, to_compact, read_at, before):
     """Store the summaries in place of ``to_compact`` and archive them; return the result.
 
     Args:
         summaries (list): ``(audience, messages, summary text)`` for each audience.
+        read_at (int): The history's revision when ``to_compact`` was read.
     """
-    model = script.history.model
+    # The store of the model now: the model may have changed during the summary call.
+    store = script.history
+    model = store.model
     compacted_tokens = sum(message["token_count"] for message in to_compact)
     now = timezone.now()
     markers = [
@@ -333,7 +359,7 @@ def _replace(script, character, kind, summaries, to_compact, before):
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
     try:
-        stored = script.history.replace_with_summaries(to_compact, markers)
+        stored = store.replace_with_summaries(to_compact, markers, read_at)
     except HistoryChanged as err:
         return {"success": False, "kind": kind, "error": str(err)}
     for (audience, _, summary), message in zip(summaries, stored):

@@ -1,6 +1,7 @@
 """Compaction: the seeds' five test classes and every guarantee beyond the seeds."""
 
 import json
+from itertools import accumulate
 from unittest.mock import patch
 
 from django.test import override_settings
@@ -10,11 +11,13 @@ from twisted.internet import reactor
 from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries
 from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
+from ai.prompt_assembly import history_units
 from ai.sleep import run_sleep_tick
 from ai.sleep.compaction import (
     MIN_CHUNK_TOKENS,
     SUMMARY_ANSWER_TOKENS,
     compact_conversation_history,
+    messages_to_compact,
     split_history,
 )
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
@@ -39,6 +42,24 @@ def fill(script, lines=FACTS, replies=True):
         script.append_message({"role": "user", "content": line})
         if replies:
             script.append_message({"role": "assistant", "content": "Understood, I will remember."})
+
+
+def whole_history_split(history, preserve_count, keep_tokens):
+    """The messages to compact as the split first found them: every unit walked from the
+    start of the whole history (the reference for the split read from its newest part)."""
+    kept, used = 0, 0
+    for message in reversed(history):
+        used += message["token_count"]
+        if used > keep_tokens:
+            break
+        kept += 1
+    boundary = max(len(history) - max(preserve_count, kept), 0)
+    start = 0
+    for unit in history_units(history):
+        if start + len(unit) > boundary:
+            break
+        start += len(unit)
+    return history[:start]
 
 
 def size_window(script, usage):
@@ -304,6 +325,44 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertEqual(to_preserve[0]["role"], "assistant", "the boundary moved back to the call")
         self.assertEqual(len(to_preserve), 4)
         self.assertEqual(to_compact + to_preserve, history)
+
+    def test_the_split_read_from_the_newest_messages_is_the_split_of_the_whole_history(self):
+        for index in range(120):
+            if index % 7 == 3:  # a tool call whose results may straddle any boundary
+                calls = [
+                    {"id": f"c{index}_{n}", "type": "function", "function": {"name": "noop"}}
+                    for n in range(index % 3 + 1)
+                ]
+                self.script.append_message({"role": "assistant", "tool_calls": calls})
+                for call in calls:
+                    self.script.append_message(
+                        {"role": "tool", "tool_call_id": call["id"], "content": "ok " * index}
+                    )
+            elif index == 60:  # a unit longer than the outline reads past what it needs
+                call = {"id": "long", "type": "function", "function": {"name": "noop"}}
+                self.script.append_message({"role": "assistant", "tool_calls": [call]})
+                for _ in range(80):
+                    self.script.append_message(
+                        {"role": "tool", "tool_call_id": "long", "content": "ok"}
+                    )
+            elif index % 11 == 5:  # a result whose call is not there
+                self.script.append_message({"role": "tool", "tool_call_id": "gone", "content": "?"})
+            else:
+                fill(self.script, [f'Char says, "{"word " * (index % 13)}{index}"'], replies=False)
+        store = self.script.history
+        history = self.script.conversation_history
+        # Every boundary, set by the tokens to keep and by the count; then both at once.
+        newest_tokens = list(accumulate(m["token_count"] for m in reversed(history)))
+        cases = [(1, keep) for keep in newest_tokens]
+        cases += [(preserve, 0) for preserve in range(1, len(history) + 2)]
+        cases += [(30, newest_tokens[10]), (4, newest_tokens[60]), (500, 10**9)]
+        for preserve, keep in cases:
+            with self.subTest(preserve=preserve, keep=keep):
+                expected = whole_history_split(history, preserve, keep)
+                to_compact, read_at = messages_to_compact(store, preserve, keep)
+                self.assertEqual(to_compact, expected)
+                self.assertEqual(split_history(history, preserve, keep, 1)[0], expected)
+                self.assertEqual(read_at, store.newest_outline(0, 0).revision)
 
     def test_the_preserve_window_keeps_the_recent_messages_within_20_percent_of_the_context(self):
         fill(self.script)

@@ -175,6 +175,50 @@ class TestRecentHistory(AssistantTestCase):
         self.assertNotEqual(recent[0]["role"], "tool")
 
 
+class TestNewestOutline(AssistantTestCase):
+    """``newest_outline``: where a compaction splits, found without reading content."""
+
+    def assert_outline_of_newest(self, outline, tokens, count):
+        history = self.script.conversation_history
+        newest = history[len(history) - len(outline) :]
+        self.assertEqual([entry["id"] for entry in outline], [m["id"] for m in newest])
+        self.assertGreater(sum(entry["token_count"] for entry in outline), tokens)
+        self.assertGreater(len(outline), count)
+        self.assertNotEqual(outline[0]["role"], "tool")
+        self.assertEqual(outline.older_count, len(history) - len(outline))
+
+    def test_enough_of_the_newest_messages_without_their_content(self):
+        for index in range(200):
+            self.script.append_message({"role": "user", "content": f'Char says, "line {index}"'})
+        each = self.script.conversation_history[0]["token_count"]
+        outline = self.script.history.newest_outline(5 * each, 2)
+        self.assert_outline_of_newest(outline, 5 * each, 2)
+        self.assertLess(len(outline), 200)
+        self.assertEqual(set(outline[0]), {"id", "position", "role", "token_count"})
+
+    def test_it_reads_further_back_when_the_newest_messages_are_small(self):
+        for index in range(30):
+            self.script.append_message({"role": "user", "content": "long " * 200 + str(index)})
+        self.script.append_message(TOOL_CALL_MESSAGE)
+        for index in range(200):
+            self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "x"})
+        small = self.script.conversation_history[-1]["token_count"]
+        outline = self.script.history.newest_outline(150 * small, 10)
+        # Never a result without its call at the start: the call's tool_calls come along.
+        self.assert_outline_of_newest(outline, 150 * small, 10)
+        called = [entry for entry in outline if entry.get("tool_calls")]
+        self.assertEqual(called[0]["tool_calls"], TOOL_CALL_MESSAGE["tool_calls"])
+        self.assertEqual(outline[-1]["tool_call_id"], "call_1")
+
+    def test_it_never_begins_with_a_result_without_its_call(self):
+        self.script.append_message({"role": "user", "content": 'Char says, "go"'})
+        self.script.append_message(TOOL_CALL_MESSAGE)
+        for index in range(200):
+            self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "x"})
+        small = self.script.conversation_history[-1]["token_count"]
+        self.assert_outline_of_newest(self.script.history.newest_outline(100 * small, 10), 0, 0)
+
+
 class TestReplaceWithSummary(AssistantTestCase):
     SUMMARY = {"role": "system", "content": "[CONTEXT SUMMARY]\nChar said hello six times."}
 
@@ -212,6 +256,41 @@ class TestReplaceWithSummary(AssistantTestCase):
         self.assertEqual(self.history.archived_by(second["id"]), even)
         self.assertEqual(self.history.totals(), (sum(m["token_count"] for m in live), 4))
 
+    def test_the_smaller_audience_first_still_gets_its_own_messages(self):
+        before = self.history.messages()
+        first, second = self.history.replace_with_summaries(
+            before[:4],
+            [(self.SUMMARY, before[:1]), ({**self.SUMMARY, "content": "b"}, before[1:4])],
+        )
+        self.assertEqual(self.history.archived_by(first["id"]), before[:1])
+        self.assertEqual(self.history.archived_by(second["id"]), before[1:4])
+        self.assertEqual(self.history.totals()[1], 4)
+
+    def test_messages_appended_after_the_run_was_read_stay_live(self):
+        read_at = self.history.newest_outline(0, 0).revision
+        before = self.history.messages()
+        late = self.script.append_message({"role": "user", "content": 'Char says, "late"'})
+        (summary,) = self.history.replace_with_summaries(
+            before[:4], [(self.SUMMARY, before[:4])], read_at
+        )
+        live = self.history.messages()
+        expected = [summary["id"]] + [m["id"] for m in before[4:]] + [late["id"]]
+        self.assertEqual([m["id"] for m in live], expected)
+        self.assertEqual(self.history.totals(), (sum(m["token_count"] for m in live), 4))
+        self.assertEqual(self.history.archived_by(summary["id"]), before[:4])
+
+    def test_a_run_read_at_the_current_revision_is_not_read_again(self):
+        read_at = self.history.newest_outline(0, 0).revision
+        before = self.history.messages()
+        with CaptureQueriesContext(connection) as queries:
+            (summary,) = self.history.replace_with_summaries(
+                before[:4], [(self.SUMMARY, before[:4])], read_at
+            )
+        self.assertFalse([q for q in queries if q["sql"].startswith("SELECT id, token_count")])
+        self.assertEqual(self.history.archived_by(summary["id"]), before[:4])
+        live = self.history.messages()
+        self.assertEqual(self.history.totals(), (sum(m["token_count"] for m in live), 3))
+
     def test_a_run_that_is_no_longer_live_is_refused_and_nothing_changes(self):
         before = self.history.messages()
         with self.subTest("a message is missing from the run"):
@@ -227,3 +306,11 @@ class TestReplaceWithSummary(AssistantTestCase):
             with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
                 self.history.replace_with_summaries(stale, [(self.SUMMARY, stale)])
             self.assertEqual(self.history.messages(), after_first)
+        with self.subTest("the revision it was read at is no longer the counter's"):
+            read_at = self.history.newest_outline(0, 0).revision
+            stale = self.history.messages()[:3]
+            self.history.replace_with_summaries(stale[1:], [(self.SUMMARY, stale[1:])])
+            after_second = self.history.messages()
+            with self.assertRaisesRegex(HistoryChanged, "no longer the live ones"):
+                self.history.replace_with_summaries(stale, [(self.SUMMARY, stale)], read_at)
+            self.assertEqual(self.history.messages(), after_second)
