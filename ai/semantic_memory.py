@@ -24,8 +24,6 @@ from django.db import transaction
 from twisted.internet import defer
 
 from .config import ai_setting
-from .utils.thread_pools import LazyPool
-from .utils.facts import replaces
 from .helpers.memory_links import (
     NOT_FACTS,
     links_for,
@@ -36,6 +34,8 @@ from .helpers.memory_links import (
     supersede_older,
 )
 from .models import JournalEntry
+from .utils.facts import replaces
+from .utils.thread_pools import LazyPool
 
 EMBEDDING_DIMS = 384
 COLLECTION = "ai_memories"

@@ -19,10 +19,9 @@ import time
 
 from bench_env import new_assistant, setup_evennia
 from compaction import MODEL, fill_history, history_rows
+from play import run_in_reactor
 from twisted.internet import defer
 from twisted.python.failure import Failure
-
-from play import run_in_reactor
 
 SIZES = (100, 2000, 10000, 100000)
 TICKS = 20
