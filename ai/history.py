@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from .audience import may_hear, message_audience
+from .fields import restore_nul, restore_nul_json
 from .models import ConversationMessage, HistoryCounter
 from .utils.message_format import StoredMessage, validate_message
 from .utils.token_counter import count_message_tokens, counting_key
@@ -43,12 +44,22 @@ def _json(value):
     """Return a JSON column's value decoded, whether the driver gave text or objects."""
     if not isinstance(value, (str, bytes)):
         return value
-    return json.loads(value)
+    if isinstance(value, bytes):
+        value = value.decode()
+    return restore_nul_json(json.loads(value), value)
 
 
-def _columns_to_message(columns):
-    """Return one row's ``_COLUMNS`` values as a ``{role, content, ...}`` message dict."""
+def _columns_to_message(columns, stored=True):
+    """Return one row's ``_COLUMNS`` values as a ``{role, content, ...}`` message dict.
+
+    Args:
+        columns (sequence): The values.
+        stored (bool): True for values as SQL read them, with NUL characters escaped (see
+            ``ai.fields``); False for a model row's, which its fields restored.
+    """
     row_id, position, role, content, name, tool_calls, tool_call_id, metadata, tokens = columns
+    if stored:
+        content, name, tool_call_id = map(restore_nul, (content, name, tool_call_id))
     message = StoredMessage(role=role, content=content)
     if name:
         message["name"] = name
@@ -65,7 +76,7 @@ def _columns_to_outline(columns):
     """Return the values of :meth:`ConversationHistory.newest_outline`'s columns as a dict."""
     row_id, position, role, tool_calls, tool_call_id, tokens = columns
     entry = {"id": row_id, "position": position, "role": role, "token_count": tokens}
-    _add_tool_fields(entry, tool_calls, tool_call_id)
+    _add_tool_fields(entry, tool_calls, restore_nul(tool_call_id))
     return entry
 
 
@@ -82,7 +93,7 @@ def _add_tool_fields(message, tool_calls, tool_call_id):
 
 def row_to_message(row):
     """Return a stored row as a ``{role, content, ...}`` dict, with its id and token count."""
-    return _columns_to_message([getattr(row, column) for column in _COLUMNS])
+    return _columns_to_message([getattr(row, column) for column in _COLUMNS], stored=False)
 
 
 def _revision_step():

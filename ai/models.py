@@ -3,11 +3,15 @@
 History is never kept as a list in ``script.db``: such a list is re-pickled and rewritten
 whole on every append. Here an append is one INSERT and one counter UPDATE, and the
 running token total lives in :class:`HistoryCounter`, so a threshold check is one read.
+Text from players and models is kept in fields that store NUL characters, which PostgreSQL
+would refuse (see ``ai.fields``).
 """
 
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from .fields import NulSafeCharField, NulSafeJSONField, NulSafeTextField
 
 
 class ConversationMessage(models.Model):
@@ -22,11 +26,11 @@ class ConversationMessage(models.Model):
     )
     position = models.BigIntegerField(help_text="Order within the script's history.")
     role = models.CharField(max_length=16)
-    content = models.TextField(null=True, blank=True)
-    name = models.CharField(max_length=128, null=True, blank=True)
-    tool_calls = models.JSONField(null=True, blank=True)
-    tool_call_id = models.CharField(max_length=128, null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    content = NulSafeTextField(null=True, blank=True)
+    name = NulSafeCharField(max_length=128, null=True, blank=True)
+    tool_calls = NulSafeJSONField(null=True, blank=True)
+    tool_call_id = NulSafeCharField(max_length=128, null=True, blank=True)
+    metadata = NulSafeJSONField(default=dict, blank=True)
     token_count = models.PositiveIntegerField(help_text="Tokens this message costs when sent.")
     created_at = models.DateTimeField(default=timezone.now)
     is_live = models.BooleanField(default=True)
@@ -100,13 +104,13 @@ class JournalEntry(models.Model):
     )
     entry_id = models.CharField(max_length=128, help_text="The seeds' id, journal_<time>...")
     timestamp = models.DateTimeField(default=timezone.now)
-    content = models.TextField()
+    content = NulSafeTextField()
     normalized = models.CharField(
         max_length=64, db_index=True, help_text="Digest of the content, to find a repeat."
     )
     source_type = models.CharField(max_length=32)
     importance = models.PositiveSmallIntegerField(default=5)
-    tags = models.JSONField(default=list, blank=True)
+    tags = NulSafeJSONField(default=list, blank=True)
     source_message_ids = models.JSONField(default=list, blank=True)
     audience = models.JSONField(
         null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
@@ -175,7 +179,7 @@ class EntityObservation(models.Model):
     )
     entity = models.CharField(max_length=32, help_text="The observed entity's dbref.")
     entity_name = models.CharField(max_length=255)
-    text = models.TextField()
+    text = NulSafeTextField()
     timestamp = models.DateTimeField(default=timezone.now)
     source_message_ids = models.JSONField(default=list, blank=True)
     audience = models.JSONField(
@@ -218,7 +222,7 @@ class MemoryLink(models.Model):
     entry = models.ForeignKey(
         JournalEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="memories"
     )
-    text = models.TextField()
+    text = NulSafeTextField()
     audience = models.JSONField(
         null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
     )
@@ -252,7 +256,7 @@ class WorkingMemory(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_active = models.DateTimeField(default=timezone.now, db_index=True)
     turns = models.PositiveIntegerField(default=0)
-    recent = models.JSONField(
+    recent = NulSafeJSONField(
         default=list, blank=True, help_text="The last lines heard: kind, words and audience each."
     )
 
