@@ -11,6 +11,7 @@ by the episodic prune, see ``helpers.episodic_index``); ``journal_entries`` list
 """
 
 import hashlib
+import itertools
 import re
 
 from django.db import transaction
@@ -31,6 +32,8 @@ _CANDIDATES = 200
 _SUBSTRING_WORDS = 2
 # A word held by more entries than this is too common to find candidates by.
 _COMMON_WORD = 500
+# Ids one query asks for when a wanted id may be taken: it and its first numbered ones.
+_IDS_ASKED = 10
 
 
 def as_entry(row):
@@ -134,17 +137,17 @@ def add_entry(
 
 def unique_id(character, wanted):
     """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if the journal already has it."""
-    # A range on the indexed id rather than LIKE, which SQLite cannot answer from an index.
-    taken = set(
-        JournalEntry.objects.filter(
-            db_object_id=character.id, entry_id__gte=wanted, entry_id__lt=f"{wanted}\x7f"
-        ).values_list("entry_id", flat=True)
-    )
-    candidate, number = wanted, 1
-    while candidate in taken:
-        number += 1
-        candidate = f"{wanted}_{number}"
-    return candidate
+    # Exact ids, which the index answers on any database: not LIKE, which SQLite cannot
+    # answer from an index, nor a range of ids, which holds the numbered ones only where
+    # text sorts by code point (a linguistic collation, as PostgreSQL's often is, does not).
+    rows = JournalEntry.objects.filter(db_object_id=character.id)
+    for start in itertools.count(1, _IDS_ASKED):
+        numbers = range(start, start + _IDS_ASKED)
+        wanted_ids = [f"{wanted}_{number}" if number > 1 else wanted for number in numbers]
+        taken = set(rows.filter(entry_id__in=wanted_ids).values_list("entry_id", flat=True))
+        free = [entry_id for entry_id in wanted_ids if entry_id not in taken]
+        if free:
+            return free[0]
 
 
 def find_same(character, content, audience=None):

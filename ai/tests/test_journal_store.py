@@ -37,6 +37,11 @@ class TestJournalTable(AssistantTestCase):
         self.assertEqual((first["id"], second["id"]), ("compact_x", "compact_x_2"))
         other = add_entry(self.char1, "Three.", "conversation", entry_id="compact_x")
         self.assertEqual(other["id"], "compact_x")
+        more = [
+            add_entry(self.assistant, f"{n}.", "conversation", entry_id="compact_x")
+            for n in range(10)
+        ]
+        self.assertEqual([entry["id"] for entry in more], [f"compact_x_{n}" for n in range(3, 13)])
 
     def test_search_finds_by_word_by_substring_and_by_tag(self):
         add_entry(self.assistant, "Char's sword is Dawnbringer.", "conversation", tags=["arms"])
