@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # with them, else PyTorch's CPU index.
 TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: demo test evennia-test bench eval-local format dist clean
+.PHONY: demo test test-postgres evennia-test bench eval-local format dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,18 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# The whole suite on PostgreSQL, with the postgres extra's driver, on a throwaway cluster in
+# build/pg that scripts/test_postgres.sh makes, starts and stops (installing PostgreSQL
+# with apt-get when it is missing).
+PG_STAMP := $(VENV)/.installed-postgres
+
+$(PG_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[postgres]"
+	touch $(PG_STAMP)
+
+test-postgres: $(PG_STAMP)
+	scripts/test_postgres.sh $(BIN)/pytest
 
 # A throwaway Evennia game with the contrib installed, for the demo and `evennia test`.
 # The demo migrates it itself, through Django: the launcher's `evennia migrate` loops on
