@@ -2,8 +2,9 @@
 # Runs pytest against a throwaway PostgreSQL cluster (`make test-postgres`):
 #   scripts/test_postgres.sh PYTEST-COMMAND [pytest arguments...]
 # PostgreSQL comes from the distribution's packages when it is missing. The cluster is made
-# anew in build/pg, run by an unprivileged user (initdb and postgres refuse root), listens
-# on 127.0.0.1 only, and is stopped however pytest ends; the script exits with pytest's code.
+# anew in build/pg (one run at a time in a checkout), run by an unprivileged user (initdb and
+# postgres refuse root), listens on 127.0.0.1 only, and is stopped however pytest ends; the
+# script exits with pytest's code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=$PWD/build/pg
@@ -22,7 +23,7 @@ if [ -z "$bindir" ]; then
     echo "test-postgres: PostgreSQL is missing; installing it with apt-get" >&2
     sudo=$([ "$(id -u)" = 0 ] || echo sudo)
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     bindir=$(find_bindir)
 fi
 
