@@ -119,10 +119,14 @@ class TestModes(AssistantTestCase):
 class TestGcFreeze(AssistantTestCase):
     """What the server loaded at start is left out of garbage collection, once."""
 
-    def tearDown(self):
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(self.unfreeze)
+        self.unfreeze()  # a server start in an earlier test may have frozen already
+
+    def unfreeze(self):
         gc.unfreeze()
         gc_freeze._frozen.clear()
-        super().tearDown()
 
     @override_settings(AI_GC_FREEZE=True)
     def test_objects_alive_once_loading_ends_are_frozen_once_a_process(self):
@@ -135,6 +139,7 @@ class TestGcFreeze(AssistantTestCase):
         freeze_when_loaded(defer.succeed(None))
         self.assertEqual(gc.get_freeze_count(), 0, "only once")
 
+    @override_settings(AI_GC_FREEZE=False)
     def test_the_setting_turns_it_off(self):
         freeze_when_loaded(defer.succeed(None))
         self.assertEqual(gc.get_freeze_count(), 0)
