@@ -286,8 +286,7 @@ class ConversationHistory:
             revision they were read at and the count and tokens of the messages before them.
         """
         revision, live_tokens, live_count = self._state()
-        average = live_tokens / live_count if live_count else 1
-        limit = int(tokens / max(average, 1)) + count + 64
+        limit = _rows_holding(tokens, live_tokens, live_count) + count
         while True:
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -309,9 +308,8 @@ class ConversationHistory:
 
     def _load_tail(self, wanted, revision, live_tokens, live_count):
         """Read the newest live messages holding at least ``wanted`` tokens, newest pages first."""
-        average = live_tokens / live_count if live_count else 1
-        page = int(wanted / max(average, 1)) + 64
-        messages, tokens, before = [], 0, None
+        page = _rows_holding(wanted, live_tokens, live_count)
+        pages, tokens, before = [], 0, None
         while tokens < wanted:
             condition, params = "is_live = %s", [True]
             if before is not None:
@@ -324,11 +322,12 @@ class ConversationHistory:
                 )
                 rows = cursor.fetchall()
             batch = [_columns_to_message(columns) for columns in reversed(rows)]
-            messages[:0] = batch
+            pages.append(batch)
             tokens += sum(message["token_count"] for message in batch)
             if len(rows) < page:
                 break
             before = batch[0]["position"]
+        messages = [message for batch in reversed(pages) for message in batch]
         private = sum(1 for message in messages if message_audience(message))
         complete = len(messages) == live_count
         tail = _Tail(revision, self.counted_for, messages, tokens, complete, wanted, private)
@@ -537,6 +536,13 @@ class ConversationHistory:
                 live_tokens=0, live_count=0, revision=F("revision") + _revision_step()
             )
         self.script.ndb.live_tail = None
+
+
+def _rows_holding(tokens, live_tokens, live_count):
+    """Return how many of the newest rows to read for ``tokens``: the live history's
+    average message size says, with a margin of 64 rows."""
+    average = live_tokens / live_count if live_count else 1
+    return int(tokens / max(average, 1)) + 64
 
 
 def _heard_suffix(tail, tokens, listeners):
