@@ -16,6 +16,9 @@ from django.conf import settings
 
 from .prompt_layout import LAYOUTS, SEED
 
+# What a compaction does to old history (see ``ai.sleep.compaction`` and docs/compaction.md).
+COMPACT_STRATEGIES = ("summary", "masking", "assistant_runs", "hybrid")
+
 
 class ConfigError(ValueError):
     """A configuration value was refused; the message names the attribute and its range."""
@@ -291,6 +294,18 @@ SCRIPT_CONFIG = {
         0.8, fraction, "Compact at the start of an awake tick at this usage (not below sleep)"
     ),
     "compact_preserve_window": Option(20, int_range(1), "Recent messages kept verbatim"),
+    "compact_strategy": Option(
+        None,
+        optional(one_of(*COMPACT_STRATEGIES)),
+        "How old history is compacted: summary, masking, assistant_runs or hybrid (see "
+        "docs/compaction.md); None uses the AI_COMPACT_STRATEGY setting",
+    ),
+    "compact_mask_threshold": Option(
+        0.5,
+        fraction,
+        "Mask old tool outputs during sleep at this usage (masking and hybrid); the sleep "
+        "threshold when that is lower",
+    ),
     "compact_model": Option(
         None, optional(model_string), "Model for summaries; None uses the main model"
     ),
@@ -388,6 +403,10 @@ AI_SETTINGS = {
     ),
     "AI_LLM_OPTIONS": ({}, "Server-wide llm_options, under each assistant's own"),
     "AI_COMPACT_OPTIONS": ({}, "Server-wide compact_options, under each assistant's own"),
+    "AI_COMPACT_STRATEGY": (
+        "summary",
+        "Compaction strategy of every assistant whose compact_strategy is None",
+    ),
     "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
     "AI_LLM_TIMEOUT": (
         60,
@@ -474,6 +493,17 @@ def check_thresholds(sleep, emergency):
             f"compact_emergency_threshold={emergency!r} refused: must be at least "
             f"compact_sleep_threshold ({sleep!r}) and at most 1"
         )
+
+
+def compact_strategy(config):
+    """Return the strategy ``config`` compacts with: its own, else the server's.
+
+    Raises:
+        ConfigError: the ``AI_COMPACT_STRATEGY`` setting is no strategy.
+    """
+    return config["compact_strategy"] or checked_setting(
+        "AI_COMPACT_STRATEGY", one_of(*COMPACT_STRATEGIES)
+    )
 
 
 def check_window(llm_model, max_context_tokens):

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from .audience import may_hear, message_audience
 from .fields import restore_nul, restore_nul_json
 from .models import ConversationMessage, HistoryCounter
+from .prompt_assembly import history_units, unit_start
 from .utils.message_format import StoredMessage, validate_message
 from .utils.token_counter import count_message_tokens, counting_key
 
@@ -36,8 +38,17 @@ _COLUMNS = (
     "tool_call_id",
     "metadata",
     "token_count",
+    "pinned",
 )
+# Ids one query names at most: SQLite's older builds allow 999 parameters.
+_IDS_PER_QUERY = 500
+# Messages read on each side of one to find its tool-call unit: more than a tick's calls.
+_UNIT_SCAN = 64
 _SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
+_SELECT_OUTLINE = (
+    "SELECT id, position, role, tool_calls, tool_call_id, token_count, pinned "
+    f"FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
+)
 
 
 def _json(value):
@@ -57,7 +68,9 @@ def _columns_to_message(columns, stored=True):
         stored (bool): True for values as SQL read them, with NUL characters escaped (see
             ``ai.fields``); False for a model row's, which its fields restored.
     """
-    row_id, position, role, content, name, tool_calls, tool_call_id, metadata, tokens = columns
+    row_id, position, role, content, name, tool_calls, tool_call_id, metadata, tokens, pinned = (
+        columns
+    )
     if stored:
         content, name, tool_call_id = map(restore_nul, (content, name, tool_call_id))
     message = StoredMessage(role=role, content=content)
@@ -69,14 +82,18 @@ def _columns_to_message(columns, stored=True):
     message["id"] = row_id
     message["position"] = position
     message["token_count"] = tokens
+    if pinned:
+        message["pinned"] = True
     return message
 
 
 def _columns_to_outline(columns):
     """Return the values of :meth:`ConversationHistory.newest_outline`'s columns as a dict."""
-    row_id, position, role, tool_calls, tool_call_id, tokens = columns
+    row_id, position, role, tool_calls, tool_call_id, tokens, pinned = columns
     entry = {"id": row_id, "position": position, "role": role, "token_count": tokens}
     _add_tool_fields(entry, tool_calls, restore_nul(tool_call_id))
+    if pinned:
+        entry["pinned"] = True
     return entry
 
 
@@ -290,9 +307,7 @@ class ConversationHistory:
         while True:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT id, position, role, tool_calls, tool_call_id, token_count "
-                    f"FROM {_MESSAGE_TABLE} WHERE db_script_id = %s AND is_live = %s "
-                    "ORDER BY position DESC, id DESC LIMIT %s",
+                    f"{_SELECT_OUTLINE} AND is_live = %s ORDER BY position DESC, id DESC LIMIT %s",
                     [self.script.id, True, limit],
                 )
                 rows = cursor.fetchall()
@@ -361,23 +376,26 @@ class ConversationHistory:
             )
             return [_columns_to_message(columns) for columns in cursor.fetchall()]
 
-    def replace_with_summaries(self, compacted, summaries, read_at=None):
+    def replace_with_summaries(self, compacted, summaries, read_at=None, record=None):
         """Archive ``compacted`` and put summaries live in their place, atomically.
 
-        Messages appended meanwhile are untouched: only the rows between the first and last
-        position of ``compacted`` change. The summaries take the positions of the first
+        Messages appended meanwhile are untouched: only the unpinned rows between the first
+        and last position of ``compacted`` change. The summaries take the positions of the first
         messages they replace, in order, and each replaced row links to the summary that
         stands for it: the range is archived in one UPDATE linked to the summary of most of
         it, then the rows of any other summary are linked to theirs.
 
         Args:
-            compacted (list): A run of consecutive live messages read from this store
-                (with ``id``, ``position`` and ``token_count``), oldest first.
+            compacted (list): A run of consecutive live unpinned messages read from this
+                store (with ``id``, ``position`` and ``token_count``), oldest first; pinned
+                messages between them stay live where they are.
             summaries (list): ``(summary message, the messages of compacted it replaces)``
                 pairs, which together cover ``compacted``.
             read_at (int, optional): The counter's revision when ``compacted`` was read as
-                all the live messages from its first position to its last: if it is still
-                the counter's, nothing was written since and they are not read again.
+                all the live unpinned messages from its first position to its last: if it
+                is still the counter's, nothing was written since and they are not read
+                again.
+            record (CompactionRecord, optional): The compaction the summaries belong to.
 
         Returns:
             list: The stored summary messages.
@@ -411,6 +429,7 @@ class ConversationHistory:
                     content=message.get("content"),
                     metadata=message.get("metadata") or {},
                     token_count=tokens,
+                    made_by=record,
                 )
                 for offset, ((message, _), tokens) in enumerate(zip(summaries, counted))
             ]
@@ -442,29 +461,188 @@ class ConversationHistory:
         return row and row[0]
 
     def _lock_live_range(self, first, last):
-        """Return ``{id: token_count}`` of the live rows from position ``first`` to ``last``,
-        locked until the transaction ends where the database can lock rows."""
+        """Return ``{id: token_count}`` of the live unpinned rows from position ``first`` to
+        ``last``, locked until the transaction ends where the database can lock rows."""
         lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id, token_count FROM {_MESSAGE_TABLE} WHERE db_script_id = %s "
-                f"AND is_live = %s AND position >= %s AND position <= %s{lock}",
-                [self.script.id, True, first, last],
+                "AND is_live = %s AND pinned = %s AND position >= %s AND position <= %s"
+                f"{lock}",
+                [self.script.id, True, False, first, last],
             )
             return dict(cursor.fetchall())
 
     def _archive_range(self, first, last, summaries, replaced_by):
-        """Archive the live rows from position ``first`` to ``last`` but ``summaries``,
-        linking them to the summary ``replaced_by``: one UPDATE, whatever their number."""
+        """Archive the live unpinned rows from position ``first`` to ``last`` but
+        ``summaries``, linking them to the summary ``replaced_by``: one UPDATE, whatever
+        their number."""
         keep = ", ".join(["%s"] * len(summaries))
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {_MESSAGE_TABLE} SET is_live = %s, replaced_by_id = %s "
-                "WHERE db_script_id = %s AND is_live = %s AND position >= %s "
+                "WHERE db_script_id = %s AND is_live = %s AND pinned = %s AND position >= %s "
                 f"AND position <= %s AND id NOT IN ({keep})",
-                [False, replaced_by, self.script.id, True, first, last]
+                [False, replaced_by, self.script.id, True, False, first, last]
                 + [summary.id for summary in summaries],
             )
+
+    def replace_each(self, replacements, record=None):
+        """Put each new message live in place of the messages it stands for, atomically.
+
+        For replacements scattered through the history (a masked tool output, a summarized
+        run of assistant messages): each new message takes the position of the first
+        message it replaces, and those are archived, linked to it.
+
+        Args:
+            replacements (list): ``(new message, the live unpinned messages it replaces)``
+                pairs; the replaced messages have ``id``, ``position`` and ``token_count``.
+            record (CompactionRecord, optional): The compaction the new messages belong to.
+
+        Returns:
+            list: The stored new messages.
+
+        Raises:
+            HistoryChanged: if a message to replace is no longer live, or was pinned;
+                nothing changes.
+        """
+        for message, _ in replacements:
+            validate_message(message)
+        counted = [count_message_tokens(message, self.model) for message, _ in replacements]
+        ids = [old["id"] for _, replaced in replacements for old in replaced]
+        with transaction.atomic():
+            self._raise_revision(_revision_step())
+            live = self._lock_live_ids(ids)
+            if len(live) != len(set(ids)):
+                raise HistoryChanged("the messages to replace are no longer the live ones")
+            stored = []
+            for (message, replaced), tokens in zip(replacements, counted):
+                row = ConversationMessage.objects.create(
+                    db_script_id=self.script.id,
+                    position=replaced[0]["position"],
+                    role=message["role"],
+                    content=message.get("content"),
+                    name=message.get("name"),
+                    tool_calls=message.get("tool_calls") or None,
+                    tool_call_id=message.get("tool_call_id"),
+                    metadata=message.get("metadata") or {},
+                    token_count=tokens,
+                    made_by=record,
+                )
+                ConversationMessage.objects.filter(pk__in=[old["id"] for old in replaced]).update(
+                    is_live=False, replaced_by=row
+                )
+                stored.append(row)
+            HistoryCounter.objects.filter(db_script_id=self.script.id).update(
+                live_tokens=F("live_tokens") - sum(live.values()) + sum(counted),
+                live_count=F("live_count") - len(live) + len(stored),
+            )
+        self.script.ndb.live_tail = None
+        return [row_to_message(row) for row in stored]
+
+    def _lock_live_ids(self, ids):
+        """Return ``{id: token_count}`` of the live unpinned rows among ``ids``, locked until
+        the transaction ends where the database can lock rows."""
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        found = {}
+        with connection.cursor() as cursor:
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[start : start + _IDS_PER_QUERY]
+                cursor.execute(
+                    f"SELECT id, token_count FROM {_MESSAGE_TABLE} WHERE db_script_id = %s "
+                    f"AND is_live = %s AND pinned = %s AND id IN ({', '.join(['%s'] * len(chunk))})"
+                    f"{lock}",
+                    [self.script.id, True, False, *chunk],
+                )
+                found.update(cursor.fetchall())
+        return found
+
+    def undo(self, record):
+        """Put back live what the compaction ``record`` replaced and delete what it wrote,
+        atomically; mark the record undone.
+
+        The restored messages keep their positions; their token counts are made again when
+        the model's tokenizer changed since the compaction.
+
+        Returns:
+            int: How many messages came back.
+
+        Raises:
+            HistoryChanged: if something the compaction wrote is no longer live (a later
+                compaction replaced it), or it was undone already; nothing changes.
+        """
+        with transaction.atomic():
+            self._raise_revision(_revision_step())
+            made = dict(
+                ConversationMessage.objects.filter(made_by=record).values_list("id", "is_live")
+            )
+            if record.undone_at or not made:
+                raise HistoryChanged("this compaction was undone already")
+            if not all(made.values()):
+                raise HistoryChanged(
+                    "a later compaction replaced what this one wrote: undo that one first"
+                )
+            replaced = ConversationMessage.objects.filter(replaced_by_id__in=list(made))
+            rows = list(replaced)
+            if record.result.get("counted_for") != self.counted_for:
+                for row in rows:
+                    row.token_count = count_message_tokens(row_to_message(row), self.model)
+                ConversationMessage.objects.bulk_update(rows, ["token_count"])
+            written = ConversationMessage.objects.filter(pk__in=list(made))
+            written_tokens = sum(written.values_list("token_count", flat=True))
+            replaced.update(is_live=True, replaced_by=None)
+            written.delete()
+            HistoryCounter.objects.filter(db_script_id=self.script.id).update(
+                live_tokens=F("live_tokens")
+                - written_tokens
+                + sum(row.token_count for row in rows),
+                live_count=F("live_count") - len(made) + len(rows),
+            )
+            record.undone_at = timezone.now()
+            record.save(update_fields=["undone_at"])
+        self.script.ndb.live_tail = None
+        return len(rows)
+
+    def set_pinned(self, message_ids, pinned=True):
+        """Pin (or unpin) live messages with the rest of their tool-call units: a pinned
+        message is never compacted or masked, and a call never loses its results.
+
+        Returns:
+            list: The ids of the live messages pinned (or unpinned), oldest first.
+        """
+        positions = self.live_rows().filter(pk__in=list(message_ids))
+        units = {
+            message_id
+            for position in positions.values_list("position", flat=True)
+            for message_id in self._unit_at(position)
+        }
+        with transaction.atomic():
+            self._raise_revision(_revision_step())
+            self.live_rows().filter(pk__in=units).update(pinned=pinned)
+        self.script.ndb.live_tail = None
+        return sorted(units)
+
+    def _unit_at(self, position):
+        """Return the ids of the live tool-call unit holding the message at ``position``
+        (see ``prompt_assembly.history_units``): a call and its results, or one message."""
+        around = []
+        with connection.cursor() as cursor:
+            for condition, order in (("<=", "DESC"), (">", "ASC")):
+                cursor.execute(
+                    f"{_SELECT_OUTLINE} AND is_live = %s AND position {condition} %s "
+                    f"ORDER BY position {order} LIMIT %s",
+                    [self.script.id, True, position, _UNIT_SCAN],
+                )
+                rows = [_columns_to_outline(columns) for columns in cursor.fetchall()]
+                around.append(rows[::-1] if order == "DESC" else rows)
+        before, after = around
+        window = before + after
+        start = unit_start(window, len(before) - 1)
+        return [message["id"] for message in history_units(window[start:])[0]]
+
+    def pinned_messages(self):
+        """Return the live pinned messages, oldest first."""
+        return self._read("is_live = %s AND pinned = %s", [True, True])
 
     def archived_by(self, summary_id):
         """Return the messages that the summary ``summary_id`` replaced, oldest first."""

@@ -23,7 +23,11 @@ from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
 from .utils.message_format import is_summary, sendable, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.thread_pools import LazyPool
-from .utils.token_counter import REPLY_PRIMING_TOKENS, count_message_tokens, count_tools_tokens
+from .utils.token_counter import (
+    REPLY_PRIMING_TOKENS,
+    count_message_tokens,
+    count_tools_tokens,
+)
 from .utils.tool_prompt import with_tools_described
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})

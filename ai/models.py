@@ -42,6 +42,17 @@ class ConversationMessage(models.Model):
         related_name="replaced",
         help_text="The summary that replaced this message when it was compacted.",
     )
+    made_by = models.ForeignKey(
+        "CompactionRecord",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="made",
+        help_text="The compaction that wrote this message (a summary or a placeholder).",
+    )
+    pinned = models.BooleanField(
+        default=False, help_text="Never compacted or masked (see ``aicompact/pin``)."
+    )
 
     class Meta:
         # A summary takes the position of the first message it replaces, so live positions
@@ -51,6 +62,30 @@ class ConversationMessage(models.Model):
 
     def __str__(self):
         return f"#{self.position} {self.role}: {(self.content or '')[:40]}"
+
+
+class CompactionRecord(models.Model):
+    """One compaction of a script's history: what it was and whether it was undone.
+
+    The messages it wrote link to it (``ConversationMessage.made_by``) and the messages they
+    replaced link to those (``replaced_by``), so ``aicompact/undo`` can put them back.
+    """
+
+    db_script = models.ForeignKey(
+        "scripts.ScriptDB", on_delete=models.CASCADE, related_name="ai_compactions"
+    )
+    kind = models.CharField(max_length=16, help_text="sleep, emergency or manual.")
+    strategy = models.CharField(max_length=16, help_text="The compact_strategy that ran.")
+    created_at = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True, help_text="Its figures, as reported.")
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_script", "id"), name="ai_compaction_idx")]
+
+    def __str__(self):
+        return f"{self.kind} {self.strategy} compaction at {self.created_at:%Y-%m-%d %H:%M}"
 
 
 class HistoryCounter(models.Model):

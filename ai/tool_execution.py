@@ -17,7 +17,10 @@ from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, resolve_model
 from .prompt_assembly import assemble_prompt
-from .prompt_components import COMPONENT_CONVERSATION_HISTORY, COMPONENT_SEMANTIC_MEMORIES
+from .prompt_components import (
+    COMPONENT_CONVERSATION_HISTORY,
+    COMPONENT_SEMANTIC_MEMORIES,
+)
 from .prompt_contexts import get_context_config, select_execution_pattern
 from .prompt_layout import cache_points
 from .prompt_rendering import recall_query

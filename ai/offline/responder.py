@@ -22,7 +22,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..utils.markers import CONVERSATION_LINE, SAVED_HEADER, SUMMARY_MARKER, SUPERSEDED_MARK
+from ..utils.markers import (
+    CONVERSATION_LINE,
+    SAVED_HEADER,
+    SUMMARY_MARKER,
+    SUPERSEDED_MARK,
+)
 from ..utils.message_format import one_line
 from . import scorer, summarizer
 from .reading import greets, is_fact, is_weighty, parse_event, read_event, statement

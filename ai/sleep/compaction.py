@@ -9,6 +9,7 @@ archived (linked to their summary), never deleted; messages appended meanwhile s
 failed, empty or not-smaller summary changes nothing.
 """
 
+from django.db import transaction
 from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
@@ -26,6 +27,7 @@ from ..llm_interaction import (
     summary_model,
     summary_request,
 )
+from ..models import CompactionRecord
 from ..prompt_assembly import history_units, unit_start
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
 from ..utils.message_format import is_summary
@@ -78,12 +80,14 @@ def messages_to_compact(store, preserve_count, keep_tokens):
     history's revision when they were read.
 
     The split is found in an outline of the newest messages (ids, roles, tool calls and
-    token counts); only the messages before it, all compacted, are read whole.
+    token counts); only the messages before it, all compacted but the pinned ones, are read
+    whole. A pin holds a whole tool-call unit (see ``ConversationHistory.set_pinned``).
     """
     newest = store.newest_outline(keep_tokens, preserve_count)
     start = preserve_start(newest, preserve_count, keep_tokens)
     before = newest[start]["position"] if start < len(newest) else None
-    return store.messages(before=before), newest.revision
+    unpinned = [message for message in store.messages(before=before) if not message.get("pinned")]
+    return unpinned, newest.revision
 
 
 def summarizer_window(script):
@@ -309,7 +313,7 @@ def compact_conversation_history(script, character, force=False, kind=None):
             summaries.append((audience, members, summary))
     finally:
         script.ndb.compacting = False
-    return _replace(script, character, kind, summaries, to_compact, read_at, before)
+    return _replace(script, character, kind, summaries, to_compact, read_at, before, "summary")
 
 
 def summary_message(kind, audience, members, summary, model, now):
@@ -333,12 +337,16 @@ def summary_message(kind, audience, members, summary, model, now):
     return marker
 
 
-def _replace(script, character, kind, summaries, to_compact, read_at, before):
+def _replace(script, character, kind, summaries, to_compact, read_at, before, strategy):
     """Store the summaries in place of ``to_compact`` and archive them; return the result.
+
+    The compaction is recorded (a ``CompactionRecord`` its summaries link to) in the same
+    transaction, so that ``aicompact/undo`` can put the messages back.
 
     Args:
         summaries (list): ``(audience, messages, summary text)`` for each audience.
         read_at (int): The history's revision when ``to_compact`` was read.
+        strategy (str): The compaction strategy that chose ``to_compact``.
     """
     # The store of the model now: the model may have changed during the summary call.
     store = script.history
@@ -359,7 +367,15 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before):
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
     try:
-        stored = store.replace_with_summaries(to_compact, markers, read_at)
+        with transaction.atomic():
+            record = CompactionRecord.objects.create(
+                db_script_id=script.id,
+                kind=kind,
+                strategy=strategy,
+                created_at=now,
+                result={"counted_for": store.counted_for},
+            )
+            stored = store.replace_with_summaries(to_compact, markers, read_at, record=record)
     except HistoryChanged as err:
         return {"success": False, "kind": kind, "error": str(err)}
     for (audience, _, summary), message in zip(summaries, stored):
@@ -402,7 +418,13 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before):
         "successive_compactions": successive,
         "summary_id": stored[0]["id"],
         "summary_ids": [message["id"] for message in stored],
+        "strategy": strategy,
+        "compaction_id": record.id,
     }
+    record.result.update(
+        (key, value) for key, value in result.items() if isinstance(value, (str, int, float))
+    )
+    record.save(update_fields=["result"])
     announce_compaction(script, character, result)
     return result
 

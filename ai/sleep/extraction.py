@@ -18,7 +18,11 @@ from ..helpers.journal import (
     find_same,
     recent_entries,
 )
-from ..prompt_contexts import CONTEXT_PRE_COMPACTION, get_context_config, system_prompt_override
+from ..prompt_contexts import (
+    CONTEXT_PRE_COMPACTION,
+    get_context_config,
+    system_prompt_override,
+)
 from ..tool_execution import run_react_loop
 from ..utils.markers import SAVED_HEADER
 from ..utils.message_format import one_line

@@ -8,7 +8,12 @@ from django.apps import apps
 from django.utils import timezone
 
 from ai.helpers.episodic_index import prune_low_importance_entries
-from ai.helpers.journal import add_entry, journal_entries, recent_entries, search_entries
+from ai.helpers.journal import (
+    add_entry,
+    journal_entries,
+    recent_entries,
+    search_entries,
+)
 from ai.helpers.working_memory import clear_stale_conversations, conversations
 from ai.models import JournalEntry, WorkingMemory
 from ai.prompt_contexts import CONTEXT_TICK_EVENT, get_context_config

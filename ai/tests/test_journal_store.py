@@ -5,7 +5,13 @@ import importlib
 from django.apps import apps
 
 from ai.helpers.entity_context import entity_profiles, observations_for
-from ai.helpers.journal import add_entry, count_entries, find_same, journal_entries, search_entries
+from ai.helpers.journal import (
+    add_entry,
+    count_entries,
+    find_same,
+    journal_entries,
+    search_entries,
+)
 
 from .support import AssistantTestCase
 

@@ -14,7 +14,13 @@ from ai.litellm_loader import load_litellm
 from ai.llm_interaction import call_llm, generate_context_summary
 from ai.tools import get_tool
 
-from .support import AssistantTestCase, ScriptedLLM, make_assistant, record_messages, wait_for
+from .support import (
+    AssistantTestCase,
+    ScriptedLLM,
+    make_assistant,
+    record_messages,
+    wait_for,
+)
 
 HELLO = [{"role": "user", "content": 'Char says, "hello"'}]
 LOCAL = {"api_base": "http://127.0.0.1:8081/v1", "temperature": 0.2, "max_tokens": 64}

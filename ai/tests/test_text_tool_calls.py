@@ -5,7 +5,11 @@ import re
 
 import pytest
 
-from ai.utils.text_tool_calls import TextToolCalls, extract_tool_calls, looks_like_markup
+from ai.utils.text_tool_calls import (
+    TextToolCalls,
+    extract_tool_calls,
+    looks_like_markup,
+)
 
 
 def _tool(name, properties=None, required=()):

@@ -1,6 +1,12 @@
 """Tools the assistant's LLM can call. Importing this package registers the built-in tools."""
 
-from . import communication, control, journal, memory, objects  # noqa: F401 (registers them)
+from . import (  # noqa: F401 (registers them)
+    communication,
+    control,
+    journal,
+    memory,
+    objects,
+)
 from .base import TOOL_CATEGORIES, Tool, ToolContext, ToolResult
 from .registry import (
     all_tools,
