@@ -8,7 +8,9 @@ greeting ("Hello Helper! I buried...") does not hide the statement after it.
 When a speaking tool is offered, the reply goes through it. When journal tools are offered,
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
 a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
-Asked "give me the <thing>" with ``give`` offered, it says so and calls ``give``.
+Asked "give me the <thing>" with ``give`` offered, it says so and calls ``give``; asked
+to look at, read or describe something with ``look`` offered, it looks and says so (a turn
+is one call), and later questions are answered from what it saw.
 Once it has spoken, the engine ends the turn with ``noop`` (or plain text without it).
 
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
@@ -41,6 +43,13 @@ _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
 # "Please give me the lantern." (the offline engine hands over what it is asked for).
 _GIVE_REQUEST = re.compile(r"\bgive me (?:the |your |a |an )?(?P<item>[\w' -]+)", re.IGNORECASE)
+# "Could you read the notice board?" (the engine looks, and says so; a conversation turn is
+# one call, so what it saw answers later questions).
+_LOOK_REQUEST = re.compile(
+    r"\b(?:look at|read|examine|describe) (?:the |your |a |an |that |this )?(?P<thing>[^?.!,]{1,40})",
+    re.IGNORECASE,
+)
+_LOOK_TAIL = re.compile(r"\s+(?:for me|please|now)\s*$", re.IGNORECASE)
 _GESTURES = {"waves", "bows", "greets", "smiles", "nods", "salutes", "hugs", "winks"}
 
 
@@ -82,7 +91,7 @@ def _earlier_lines(messages, role):
             speaker, verb, text = read_event(message.get("content"))
             if verb != "emotes":  # a pose tells nothing
                 yield speaker, text
-        elif message is not messages[0]:
+        elif message is not messages[0]:  # tool results, and system lines after the first
             content = message.get("content") or ""
             summary = content.startswith(SUMMARY_MARKER)
             for line in content.splitlines():
@@ -97,10 +106,11 @@ def _earlier_lines(messages, role):
 def best_recollection(question, messages):
     """Return ``(speaker, text)`` of the earlier line sharing most words with ``question``.
 
-    What was said in the conversation wins over system lines, which are the fallback.
+    What was said in the conversation wins over what tools returned (what the assistant
+    looked at), and those over system lines, which are the fallback.
     """
     wanted = keywords(statement(question))
-    for role in ("user", "system"):
+    for role in ("user", "tool", "system"):
         best, best_score = None, 0
         for speaker, text in _earlier_lines(messages, role):
             if is_question(text):
@@ -240,6 +250,15 @@ def respond(messages, tools=None):
         for call in message.get("tool_calls") or ()
     )
     if not already_spoke:
+        wanted_look = _LOOK_REQUEST.search(text) if "look" in names and speaker else None
+        if wanted_look:
+            thing = _LOOK_TAIL.sub("", wanted_look["thing"].strip())
+            return Reply(
+                tool_calls=[
+                    make_tool_call("look", {"target": thing}, last_user),
+                    make_tool_call(speak_tool, {"message": f"Let me look at the {thing}."}, 0),
+                ]
+            )
         wanted = _GIVE_REQUEST.search(text) if "give" in names and speaker else None
         if wanted:
             item = wanted["item"].strip()

@@ -18,7 +18,7 @@ from ai.tools import (
     unregister_tool,
 )
 
-from .support import AssistantTestCase
+from .support import AssistantTestCase, record_messages
 
 ENTRY_KEYS = {"id", "timestamp", "content", "source_type", "importance", "tags"}
 
@@ -333,3 +333,48 @@ class TestGive(ToolTestCase):
         self.assertFalse(refused.ok)
         self.assertIn("No one and nothing called 'Nobody' is here", refused.content)
         self.assertEqual(self.lantern.location, self.assistant, "nothing moved")
+
+
+class TestLook(ToolTestCase):
+    BOARD = "A notice board. Wanted: a courier for the Dunmere road, 30 silver a trip."
+
+    def setUp(self):
+        super().setUp()
+        from evennia.utils import create
+
+        self.board = create.create_object(key="notice board", location=self.room1)
+        self.board.db.desc = self.BOARD
+
+    def test_describes_what_is_here_as_a_player_sees_it(self):
+        result = self.run_tool("look", {"target": "notice board"})
+        self.assertTrue(result.ok, result.content)
+        self.assertIn(self.BOARD, result.content)
+        self.assertNotIn("|", result.content, "colour codes stripped")
+        room = self.run_tool("look", {})
+        self.assertIn(self.room1.key, room.content)
+        self.assertIn("notice board", room.content)
+
+    def test_refuses_what_is_not_here_naming_what_is(self):
+        from evennia.utils import create
+
+        far = create.create_object(key="secret map", location=self.room2)
+        for target in ("dragon", far.dbref):
+            with self.subTest(target=target):
+                result = self.run_tool("look", {"target": target})
+                self.assertFalse(result.ok)
+                self.assertIn("nothing here matches", result.content)
+                self.assertIn("notice board", result.content)
+
+    def test_the_offline_engine_looks_and_answers_from_what_it_saw(self):
+        heard = record_messages(self.char2)
+        self.hear("Helper, could you read the notice board?")
+        self.assertEqual(self.tick()["reply"], "Let me look at the notice board.")
+        calls = [
+            call["function"]["name"]
+            for message in self.script.conversation_history
+            for call in message.get("tool_calls") or ()
+        ]
+        self.assertEqual(calls, ["look", "say"])
+        self.hear("How much does the courier on the Dunmere road earn?")
+        self.assertIn("30 silver a trip", self.tick()["reply"])
+        self.assertIn("30 silver a trip", "\n".join(map(str, heard)))

@@ -1,8 +1,40 @@
-"""Handing things over: ``give``, the shipped dangerous tool (it changes the world)."""
+"""Things in the world: ``look`` at them, and ``give``, the shipped dangerous tool (it
+changes the world)."""
+
+from evennia.utils.ansi import strip_ansi
 
 from .base import Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
+
+# What ``look`` returns at most: a long description is cut, not sent whole on every call.
+MAX_LOOK_CHARS = 2000
+
+
+def look(ctx, target=""):
+    """Describe the room, or something or someone in it or carried, as a player sees it.
+
+    Only what is here: a dbref elsewhere in the game is not looked up, so a player cannot
+    have the assistant describe places it is not in.
+    """
+    viewer = ctx.character
+    if not target.strip():
+        seen = viewer.location
+        if seen is None:
+            return ToolResult(ok=False, content="You are nowhere; there is nothing to see.")
+    else:
+        found = viewer.search(target.strip(), quiet=True)
+        exact = [obj for obj in found if obj.key.lower() == target.strip().lower()]
+        found = exact or found
+        if len(found) != 1:
+            here = ", ".join(obj.key for obj in viewer.location.contents if obj != viewer)
+            problem = "more than one thing matches" if found else "nothing here matches"
+            return ToolResult(ok=False, content=f"{problem} {target!r}; here: {here or 'nothing'}.")
+        seen = found[0]
+    text = strip_ansi(seen.return_appearance(viewer) or seen.key).strip()
+    if len(text) > MAX_LOOK_CHARS:
+        text = text[:MAX_LOOK_CHARS] + " [...]"
+    return ToolResult(ok=True, content=text, data={"target": seen.dbref})
 
 
 def give(ctx, item, recipient):
@@ -26,6 +58,25 @@ def give(ctx, item, recipient):
         data={"item": thing.dbref, "recipient": target.dbref},
     )
 
+
+register_tool(
+    Tool(
+        name="look",
+        description="Look at the room, or at something or someone here or that you carry.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "target": {
+                    "type": "string",
+                    "description": "What to look at: a name here; empty for the room.",
+                },
+            },
+            "additionalProperties": False,
+        },
+        categories=frozenset({"safe"}),
+        handler=look,
+    )
+)
 
 register_tool(
     Tool(
