@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..utils.markers import (
     CONVERSATION_LINE,
+    NOT_SEEN,
     SAVED_HEADER,
     SUMMARY_MARKER,
     SUPERSEDED_MARK,
@@ -37,7 +38,7 @@ from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 # Lines that describe the assistant, or repeat what history holds, not what it was told.
-_SELF_LINES = ("You are ", "Your description:", CONVERSATION_LINE)
+_SELF_LINES = ("You are ", "You said", "Your description:", CONVERSATION_LINE, NOT_SEEN)
 # A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
@@ -49,7 +50,8 @@ _LOOK_REQUEST = re.compile(
     r"\b(?:look at|read|examine|describe) (?:the |your |a |an |that |this )?(?P<thing>[^?.!,]{1,40})",
     re.IGNORECASE,
 )
-_LOOK_TAIL = re.compile(r"\s+(?:for me|please|now)\s*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+_LOOK_TAIL = re.compile(r"\s+(?:for me|please|now|again)\s*$", re.IGNORECASE)
 _GESTURES = {"waves", "bows", "greets", "smiles", "nods", "salutes", "hugs", "winks"}
 
 
@@ -84,9 +86,17 @@ def _earlier_lines(messages, role):
     the instructions, is skipped, and so are the lines about the assistant itself ("You
     are Helper..."). A summary's ``Bob: ...`` line is Bob's.
     """
+    looks = {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == "look"
+    }
     for message in messages[:-1]:
         if message.get("role") != role:
             continue
+        if role == "tool" and message.get("tool_call_id") not in looks:
+            continue  # only what the assistant looked at tells about the world
         if role == "user":
             speaker, verb, text = read_event(message.get("content"))
             if verb != "emotes":  # a pose tells nothing
@@ -94,7 +104,9 @@ def _earlier_lines(messages, role):
         elif message is not messages[0]:  # tool results, and system lines after the first
             content = message.get("content") or ""
             summary = content.startswith(SUMMARY_MARKER)
-            for line in content.splitlines():
+            # What a tool saw is prose: a sentence of it answers a question, not all of it.
+            lines = _SENTENCE_END.split(content) if role == "tool" else content.splitlines()
+            for line in lines:
                 match = _SUMMARY_LINE.match(line.strip()) if summary else None
                 if match:
                     yield match["speaker"], match["text"]

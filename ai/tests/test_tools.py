@@ -362,7 +362,7 @@ class TestLook(ToolTestCase):
             with self.subTest(target=target):
                 result = self.run_tool("look", {"target": target})
                 self.assertFalse(result.ok)
-                self.assertIn("nothing here matches", result.content)
+                self.assertTrue(result.content.startswith("Not seen: nothing here matches"))
                 self.assertIn("notice board", result.content)
 
     def test_the_offline_engine_looks_and_answers_from_what_it_saw(self):

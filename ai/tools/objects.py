@@ -3,6 +3,7 @@ changes the world)."""
 
 from evennia.utils.ansi import strip_ansi
 
+from ..utils.markers import NOT_SEEN
 from .base import Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
@@ -21,7 +22,7 @@ def look(ctx, target=""):
     if not target.strip():
         seen = viewer.location
         if seen is None:
-            return ToolResult(ok=False, content="You are nowhere; there is nothing to see.")
+            return ToolResult(ok=False, content=f"{NOT_SEEN} you are nowhere.")
     else:
         found = viewer.search(target.strip(), quiet=True)
         exact = [obj for obj in found if obj.key.lower() == target.strip().lower()]
@@ -29,7 +30,9 @@ def look(ctx, target=""):
         if len(found) != 1:
             here = ", ".join(obj.key for obj in viewer.location.contents if obj != viewer)
             problem = "more than one thing matches" if found else "nothing here matches"
-            return ToolResult(ok=False, content=f"{problem} {target!r}; here: {here or 'nothing'}.")
+            return ToolResult(
+                ok=False, content=f"{NOT_SEEN} {problem} {target!r}; here: {here or 'nothing'}."
+            )
         seen = found[0]
     text = strip_ansi(seen.return_appearance(viewer) or seen.key).strip()
     if len(text) > MAX_LOOK_CHARS:

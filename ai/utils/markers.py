@@ -16,3 +16,5 @@ SCORING_HEADER = "Journal entries to rate:"
 CONVERSATION_LINE = "Talking with "
 # How a recalled memory that a newer fact replaced opens (a model must not answer with it).
 SUPERSEDED_MARK = "(no longer true since "
+# How ``look`` opens what it could not see (the offline engine recalls nothing there).
+NOT_SEEN = "Not seen:"
