@@ -24,6 +24,7 @@ from .fields import restore_nul, restore_nul_json
 from .models import ConversationMessage, HistoryCounter
 from .prompt_assembly import history_units, unit_start
 from .utils.message_format import StoredMessage, validate_message
+from .utils.raw_rows import insert_row
 from .utils.token_counter import count_message_tokens, counting_key
 
 _COUNTER_TABLE = HistoryCounter._meta.db_table
@@ -222,18 +223,19 @@ class ConversationHistory:
                 self._counter()
                 claimed = self._claim_position(tokens, step)
             position, revision = claimed
-            row = ConversationMessage.objects.create(
-                db_script_id=self.script.id,
-                position=position,
-                role=message["role"],
-                content=message.get("content"),
-                name=message.get("name"),
-                tool_calls=message.get("tool_calls") or None,
-                tool_call_id=message.get("tool_call_id"),
-                metadata=message.get("metadata") or {},
-                token_count=tokens,
-            )
-        stored = row_to_message(row)
+            values = {
+                "position": position,
+                "role": message["role"],
+                "content": message.get("content"),
+                "name": message.get("name"),
+                "tool_calls": message.get("tool_calls") or None,
+                "tool_call_id": message.get("tool_call_id"),
+                "metadata": message.get("metadata") or {},
+                "token_count": tokens,
+            }
+            # Raw SQL, as for the counter: the ORM's INSERT costs twice this one.
+            row_id = insert_row(ConversationMessage, {"db_script_id": self.script.id, **values})
+        stored = _columns_to_message([row_id, *map(values.get, _COLUMNS[1:])], stored=False)
         self._extend_tail(stored, revision - step, revision)
         return stored
 
@@ -273,17 +275,13 @@ class ConversationHistory:
         while True:
             if tail is None or not (tail.complete or tail.tokens >= tokens):
                 tail = self._load_tail(wanted, revision, live_tokens, live_count)
-            heard, start, held = _heard_suffix(tail, tokens, listeners)
+            heard, start, held, spanned = _heard_suffix(tail, tokens, listeners)
             if held >= tokens or tail.complete:
                 break
             wanted, tail = 2 * wanted, None  # private messages hid some: read further back
         self.script.ndb.live_tail = tail
-        older = tail.messages[:start]
-        return RecentHistory(
-            heard,
-            live_count - len(tail.messages) + len(older),
-            live_tokens - tail.tokens + sum(message["token_count"] for message in older),
-        )
+        older_count = live_count - len(tail.messages) + start
+        return RecentHistory(heard, older_count, live_tokens - spanned)
 
     def newest_outline(self, tokens, count):
         """Return the newest live messages without their content: at least enough to
@@ -726,20 +724,31 @@ def _rows_holding(tokens, live_tokens, live_count):
 def _heard_suffix(tail, tokens, listeners):
     """Return the newest of the tail's messages that ``listeners`` may hear until they hold
     ``tokens`` and begin a unit: those messages oldest first, the index where they begin,
-    and their tokens."""
+    their tokens, and the tokens of all the tail's messages from that index (heard or not)."""
     messages = tail.messages
     if not tail.private and tail.tokens <= tokens:
-        return list(messages), 0, tail.tokens  # everyone hears all of it
-    heard, held, index = [], 0, len(messages)
+        return list(messages), 0, tail.tokens, tail.tokens  # everyone hears all of it
+    index, held = len(messages), 0
+    if not tail.private:  # everyone hears each of them: they are only counted
+        while index > 0 and held < tokens:
+            index -= 1
+            held += messages[index]["token_count"]
+        # A unit is taken whole: on until the oldest taken is no tool result.
+        while 0 < index < len(messages) and messages[index]["role"] == "tool":
+            index -= 1
+            held += messages[index]["token_count"]
+        return messages[index:], index, held, held
+    heard, spanned = [], 0
     # Past ``tokens`` until the oldest taken is no tool result: a unit is taken whole.
     while index > 0 and (held < tokens or (heard and heard[-1]["role"] == "tool")):
         index -= 1
         message = messages[index]
-        if not tail.private or may_hear(message_audience(message), listeners):
+        spanned += message["token_count"]
+        if may_hear(message_audience(message), listeners):
             heard.append(message)
             held += message["token_count"]
     heard.reverse()
-    return heard, index, held
+    return heard, index, held, spanned
 
 
 def _trim(tail):

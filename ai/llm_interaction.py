@@ -20,7 +20,7 @@ from .litellm_loader import load_litellm, model_input_window
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
 from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
-from .utils.message_format import is_summary, sendable, tool_call_text
+from .utils.message_format import is_summary, payload_of, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.thread_pools import LazyPool
 from .utils.token_counter import (
@@ -294,7 +294,7 @@ def call_llm(
         logger.log_err(f"AI {script.label}: model call to {model} not made: {err}")
         return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
-    payload = [sendable(message) for message in messages]
+    payload = payload_of(messages)
     cache = None
     if cache_points is not None and script.get_config("prompt_cache_hints"):
         cache = {"points": list(cache_points), "cache_key": f"evennia-ai-{script.id}"}

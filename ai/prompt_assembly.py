@@ -19,7 +19,7 @@ from .prompt_components import (
 )
 from .prompt_layout import arrange
 from .prompt_rendering import RENDERERS, PromptState
-from .utils.message_format import sendable
+from .utils.message_format import SendableMessages, sendable_messages
 from .utils.token_counter import (
     REPLY_PRIMING_TOKENS,
     count_message_tokens,
@@ -46,7 +46,8 @@ class AssembledPrompt:
     """The messages of one call and how they were fitted into the budget.
 
     Attributes:
-        messages (list): What to send, in the order of the assistant's ``prompt_layout``.
+        messages (SendableMessages): What to send, in the order of the assistant's
+            ``prompt_layout``.
         total_tokens (int): Tokens of the messages and the tool schemas.
         budget (int): The token budget of the call.
         components (dict): Component key -> tokens it contributed.
@@ -68,17 +69,21 @@ def history_units(history):
     """Group history into units that must stay whole: a tool-calling message and its results."""
     units, index = [], 0
     while index < len(history):
-        message = history[index]
-        unit = [message]
-        call_ids = {call["id"] for call in message.get("tool_calls") or ()}
-        index += 1
-        while call_ids and index < len(history) and history[index].get("role") == "tool":
-            if history[index].get("tool_call_id") not in call_ids:
-                break
-            unit.append(history[index])
-            index += 1
-        units.append(unit)
+        end = unit_end(history, index)
+        units.append(history[index:end])
+        index = end
     return units
+
+
+def unit_end(history, index):
+    """Return where the unit of :func:`history_units` that starts at ``history[index]`` ends."""
+    call_ids = {call["id"] for call in history[index].get("tool_calls") or ()}
+    end = index + 1
+    while call_ids and end < len(history) and history[end].get("role") == "tool":
+        if history[end].get("tool_call_id") not in call_ids:
+            break
+        end += 1
+    return end
 
 
 def unit_start(history, index):
@@ -94,26 +99,30 @@ def unit_start(history, index):
     while head > 0 and history[head].get("role") == "tool":
         head -= 1
     start = head
-    for unit in history_units(history[head : index + 1]):
-        if start + len(unit) > index:
-            break
-        start += len(unit)
-    return start
+    while True:
+        end = unit_end(history, start)
+        if end > index:
+            return start
+        start = end
 
 
 def select_history(history, budget, model):
-    """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order."""
-    total = sum(stored_tokens(m, model) for m in history)
-    if total <= budget:
-        return list(history), total  # all of it: no unit is cut
-    chosen, used = [], 0
-    for unit in reversed(history_units(history)):
-        cost = sum(stored_tokens(m, model) for m in unit)
+    """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order.
+
+    Only the messages the budget reaches are read, from the newest back.
+    """
+    start, used = len(history), 0
+    while start:
+        cost = stored_tokens(history[start - 1], model)
         if used + cost > budget:
             break
-        chosen.append(unit)
-        used += cost
-    return [message for unit in reversed(chosen) for message in unit], used
+        start, used = start - 1, used + cost
+    head = unit_start(history, start)
+    if head < start:  # the oldest message that fits belongs to a unit that does not
+        end = unit_end(history, head)
+        used -= sum(stored_tokens(message, model) for message in history[start:end])
+        start = end
+    return list(history[start:]), used
 
 
 def _component_text(component, state, config):
@@ -263,11 +272,11 @@ def assemble_prompt(
             {
                 "id": COMPONENT_CONVERSATION_HISTORY,
                 "key": "conversation_history",
-                "messages": [sendable(m) for m in chosen],
+                "messages": sendable_messages(chosen),
                 "tokens": history_tokens,
             }
         )
-    messages, components = [], {}
+    messages, components = SendableMessages(), {}
     for part in arrange(parts, script.get_config("prompt_layout")):
         sent = part["messages"] if "messages" in part else [part["message"]]
         if any(sent):

@@ -29,6 +29,7 @@ from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
 from .tools.communication import speak
 from .utils.echo import is_echo, repeats_itself
+from .utils.message_format import SendableMessages
 from .utils.text_tool_calls import looks_like_markup
 
 
@@ -225,7 +226,7 @@ def run_react_loop(
         if nudge:
             answer = yield call_llm(
                 script,
-                prompt.messages + [{"role": "user", "content": nudge}],
+                SendableMessages([*prompt.messages, {"role": "user", "content": nudge}]),
                 tools=schemas,
                 purpose=purpose,
                 cache_points=points,

@@ -11,6 +11,7 @@ from django.utils import timezone
 from ..audience import may_hear, may_supersede
 from ..models import EntityObservation
 from ..utils.facts import replaces
+from ..utils.raw_rows import select_rows
 from .journal import digest
 
 # Current observations of an entity that a new one is compared with.
@@ -65,10 +66,14 @@ def entity_profiles(character, entities=None):
 def observations_for(character, entity, audience, limit):
     """Return the texts of the newest ``limit`` current observations of ``entity`` that
     ``audience`` may hear, oldest first (superseded ones are history, not the profile)."""
-    rows = EntityObservation.objects.filter(
-        db_object_id=character.id, entity=entity, invalid_at__isnull=True
-    ).order_by("-id")[: limit * 4]
-    visible = [row.text for row in rows if may_hear(row.audience, audience)]
+    rows = select_rows(
+        EntityObservation,
+        ["text", "audience"],
+        "db_object_id = %s AND entity = %s AND invalid_at IS NULL",
+        [character.id, entity, limit * 4],
+        "ORDER BY id DESC LIMIT %s",
+    )
+    visible = [text for text, heard_by in rows if may_hear(heard_by, audience)]
     return list(reversed(visible[:limit]))
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from ..audience import event_audience, may_hear
 from ..models import WorkingMemory
+from ..utils.raw_rows import db_value, select_rows
 
 RECENT_LINES = 5
 MAX_LINE_CHARS = 300
@@ -67,23 +68,19 @@ def conversations(character, audience, ttl=None):
         list: ``{"speaker", "speaker_name", "turns", "started_at", "last_active", "heard"}``
         dicts; ``heard`` holds the recent lines ``audience`` may hear only.
     """
-    rows = WorkingMemory.objects.filter(db_object_id=character.id)
+    where, params = "db_object_id = %s", [character.id]
     if ttl:
-        rows = rows.filter(last_active__gte=timezone.now() - timedelta(seconds=ttl))
+        cutoff = timezone.now() - timedelta(seconds=ttl)
+        where += " AND last_active >= %s"
+        params.append(db_value(WorkingMemory, "last_active", cutoff))
+    names = ["speaker", "speaker_name", "turns", "started_at", "last_active"]
     found = []
-    for row in rows.order_by("-last_active"):
-        heard = [line for line in row.recent if may_hear(line["audience"], audience)]
+    for *values, recent in select_rows(
+        WorkingMemory, [*names, "recent"], where, params, "ORDER BY last_active DESC"
+    ):
+        heard = [line for line in recent if may_hear(line["audience"], audience)]
         if heard:
-            found.append(
-                {
-                    "speaker": row.speaker,
-                    "speaker_name": row.speaker_name,
-                    "turns": row.turns,
-                    "started_at": row.started_at,
-                    "last_active": row.last_active,
-                    "heard": heard,
-                }
-            )
+            found.append({**dict(zip(names, values)), "heard": heard})
     return found
 
 

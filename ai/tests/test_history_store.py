@@ -1,9 +1,13 @@
 """The history table: order, validation at the door, O(1) appends and totals."""
 
+import random
+from unittest import TestCase
+
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ai.history import HistoryChanged
+from ai.audience import may_hear, message_audience
+from ai.history import HistoryChanged, _heard_suffix, _Tail
 from ai.models import ConversationMessage
 from ai.utils.message_format import MessageValidationError
 from ai.utils.token_counter import count_message_tokens
@@ -173,6 +177,36 @@ class TestRecentHistory(AssistantTestCase):
         tool_tokens = self.script.conversation_history[-2]["token_count"]
         recent = self.script.history.recent(2 * tool_tokens)
         self.assertNotEqual(recent[0]["role"], "tool")
+
+
+class TestHeardSuffix(TestCase):
+    """What ``recent`` takes from the held messages, public or not, as one walk takes it."""
+
+    def test_it_takes_what_walking_back_message_by_message_takes(self):
+        rng = random.Random(7)
+        for _ in range(300):
+            messages, audiences = [], rng.choice(((None,), (None, None, ["#1"], ["#2"])))
+            for _ in range(rng.randint(1, 30)):
+                role = rng.choice(("user", "assistant", "tool"))
+                audience = rng.choice(audiences)
+                metadata = {"audience": audience} if audience else {}
+                tokens = rng.randint(1, 20)
+                messages.append({"role": role, "metadata": metadata, "token_count": tokens})
+            private = sum(1 for message in messages if message_audience(message))
+            total = sum(message["token_count"] for message in messages)
+            tail = _Tail(1, "m", messages, total, False, 10**6, private)
+            tokens, listeners = rng.randint(0, total + 10), rng.choice((None, ["#1"]))
+            heard, index, held = [], len(messages), 0
+            while index > 0 and (held < tokens or (heard and heard[-1]["role"] == "tool")):
+                index -= 1  # the reference: one message at a time
+                if may_hear(message_audience(messages[index]), listeners):
+                    heard.append(messages[index])
+                    held += messages[index]["token_count"]
+            spanned = sum(message["token_count"] for message in messages[index:])
+            with self.subTest(messages=messages, tokens=tokens, listeners=listeners):
+                self.assertEqual(
+                    _heard_suffix(tail, tokens, listeners), (heard[::-1], index, held, spanned)
+                )
 
 
 class TestNewestOutline(AssistantTestCase):

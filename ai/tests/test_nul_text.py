@@ -8,12 +8,13 @@ from django.apps import apps
 from django.db import connection, models
 
 from ai.fields import ESCAPE, escape_nul, restore_nul
-from ai.helpers.entity_context import add_observation, entity_profiles
+from ai.helpers.entity_context import add_observation, entity_profiles, observations_for
 from ai.helpers.journal import add_entry, journal_entries, search_entries
 from ai.helpers.memory_links import links_for
 from ai.helpers.working_memory import conversations, note_conversation
 from ai.history import row_to_message
 from ai.models import ConversationMessage, JournalEntry, MemoryLink
+from ai.utils.raw_rows import insert_row, select_rows
 
 from .support import AssistantTestCase
 
@@ -84,6 +85,31 @@ class TestNulIsStored(AssistantTestCase):
             )
         self.assertNoNulStored()
 
+    def test_raw_rows_store_and_read_what_the_orm_does(self):
+        call = {"id": f"c{ESCAPE}\x00", "type": "function", "function": {"name": SAID}}
+        for tool_calls in (None, [call]):
+            values = {
+                "db_script_id": self.script.id,
+                "position": 7,
+                "role": "assistant",
+                "content": SAID,
+                "name": "say\x00",
+                "tool_calls": tool_calls,
+                "tool_call_id": f"c{ESCAPE}\x00",
+                "metadata": {SAID: [SAID, 1]},
+                "token_count": 3,
+            }
+            ids = [insert_row(ConversationMessage, values)]
+            ids.append(ConversationMessage.objects.create(**values).id)
+            names = [f.name for f in ConversationMessage._meta.concrete_fields]
+            names = [name for name in names if name not in ("id", "created_at")]
+            rows = select_rows(ConversationMessage, names, "id IN (%s, %s)", ids, "ORDER BY id")
+            orm = ConversationMessage.objects.filter(id__in=ids).order_by("id")
+            with self.subTest(tool_calls=tool_calls):
+                self.assertEqual(rows, list(orm.values_list(*names)))
+                self.assertEqual(rows[0], rows[1])
+        self.assertNoNulStored()
+
     def test_journal_entries_observations_and_memory_links_come_back_unchanged(self):
         entry = add_entry(self.assistant, SAID, "conversation", tags=["vault\x00", ESCAPE])
         self.assertEqual((entry["content"], entry["tags"]), (SAID, ["vault\x00", ESCAPE]))
@@ -95,6 +121,7 @@ class TestNulIsStored(AssistantTestCase):
         add_observation(self.assistant, self.char1, SAID)
         profile = entity_profiles(self.assistant)[self.char1.dbref]
         self.assertEqual(profile["observations"][0]["text"], SAID)
+        self.assertEqual(observations_for(self.assistant, self.char1.dbref, None, 5), [SAID])
 
         links_for(self.assistant, list(JournalEntry.objects.all()))
         self.assertEqual(list(MemoryLink.objects.values_list("text", flat=True)), [SAID])

@@ -1,5 +1,6 @@
 """Prompt components and their assembly: order, slots, overrides and budgets."""
 
+import random
 from unittest import TestCase
 
 from ai.prompt_assembly import assemble_prompt, history_units, select_history
@@ -178,6 +179,36 @@ class TestAssembly(AssistantTestCase):
         self.assertEqual(
             prompt.components["character_context"], whole.components["character_context"]
         )
+
+
+def random_history(rng, length):
+    """Return ``length`` messages: lines, tool calls with their results, stray results."""
+    history = []
+    while len(history) < length:
+        kind = rng.choice(("line", "pair", "pair", "stray"))
+        if kind == "pair":
+            history += tool_pair(f"c{len(history)}")[: rng.choice((1, 2, 2))]
+        else:
+            role = "tool" if kind == "stray" else "user"
+            message = {"role": role, "content": "u", "token_count": rng.randint(1, 30)}
+            history.append({**message, "tool_call_id": "gone"} if kind == "stray" else message)
+    return history
+
+
+class TestSelectHistory(TestCase):
+    def test_it_takes_what_taking_whole_units_from_the_newest_takes(self):
+        rng = random.Random(11)
+        for _ in range(300):
+            history = random_history(rng, rng.randint(0, 40))
+            budget = rng.randint(0, 600)
+            chosen, used = [], 0
+            for unit in reversed(history_units(history)):  # the unit by unit reference
+                cost = sum(m["token_count"] for m in unit)
+                if used + cost > budget:
+                    break
+                chosen[:0], used = unit, used + cost
+            with self.subTest(history=history, budget=budget):
+                self.assertEqual(select_history(history, budget, MODEL), (chosen, used))
 
 
 class TestLiveState(AssistantTestCase):

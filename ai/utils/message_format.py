@@ -91,13 +91,22 @@ class StoredMessage(dict):
 
     __slots__ = ("_sent",)
 
-    def sendable(self):
-        """Return a fresh copy of the part a chat API accepts."""
+    def sendable_part(self):
+        """Return the part a chat API accepts, kept with the message: never to be changed."""
         try:
-            return dict(self._sent)
+            return self._sent
         except AttributeError:
             self._sent = _sendable_part(self)
-            return dict(self._sent)
+            return self._sent
+
+    def sendable(self):
+        """Return a fresh copy of the part a chat API accepts."""
+        return dict(self.sendable_part())
+
+
+class SendableMessages(list):
+    """Messages a chat API accepts as they are, each a dict of its own (an assembled
+    prompt's): :func:`payload_of` copies them without looking into each."""
 
 
 def sendable(message):
@@ -109,6 +118,22 @@ def sendable(message):
     if isinstance(message, StoredMessage):
         return message.sendable()
     return _sendable_part(message)
+
+
+def sendable_messages(messages):
+    """Return the sendable part of each of ``messages``, new, as :class:`SendableMessages`."""
+    return SendableMessages(
+        dict(message.sendable_part()) if isinstance(message, StoredMessage) else sendable(message)
+        for message in messages
+    )
+
+
+def payload_of(messages):
+    """Return what a call sends of ``messages``: their sendable parts, new, so that what a
+    provider's client does to them never reaches the caller's."""
+    if isinstance(messages, SendableMessages):
+        return list(map(dict, messages))
+    return [sendable(message) for message in messages]
 
 
 def _sendable_part(message):

@@ -1,0 +1,77 @@
+"""Rows written and read in plain SQL, each value as the ORM's own field would make it.
+
+On a tick's hot paths the ORM's query building costs several times the query itself (see
+docs/benchmarks.md). These skip it, but not the fields: what is written is prepared by
+each field (``ai.fields`` escapes NUL there), and what is read goes through the
+converters the ORM would apply (NUL restored, JSON decoded, dates made aware).
+"""
+
+from django.db import connection
+
+
+def insert_row(model, values):
+    """Insert one row of ``model`` as ``model.objects.create(**values)`` would.
+
+    Args:
+        model (type): The model class.
+        values (dict): Field attnames (``db_script_id``, not ``db_script``) -> values; the
+            other fields take their defaults.
+
+    Returns:
+        int: The new row's primary key.
+    """
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if field is not meta.pk]
+    params = [
+        field.get_db_prep_save(
+            values[field.attname] if field.attname in values else field.get_default(),
+            connection,
+        )
+        for field in fields
+    ]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    returning = connection.features.can_return_columns_from_insert
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {quote(meta.pk.column)}" if returning else sql, params)
+        return cursor.fetchone()[0] if returning else cursor.lastrowid
+
+
+def select_rows(model, names, where, params, tail=""):
+    """Return the values of the fields ``names`` of the ``model`` rows matching ``where``,
+    one tuple a row, converted as the ORM converts them.
+
+    Args:
+        model (type): The model class.
+        names (list): Field names.
+        where (str): The SQL condition, with ``%s`` for each of ``params``.
+        params (list): Its values, as the database takes them.
+        tail (str): SQL after the condition (``ORDER BY``, ``LIMIT``).
+    """
+    meta = model._meta
+    columns = [meta.get_field(name).get_col(meta.db_table) for name in names]
+    converters = [
+        connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        for column in columns
+    ]
+    quote = connection.ops.quote_name
+    select = ", ".join(quote(column.target.column) for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {select} FROM {quote(meta.db_table)} WHERE {where} {tail}", params)
+        rows = cursor.fetchall()
+    return [tuple(_converted(row, columns, converters)) for row in rows]
+
+
+def db_value(model, name, value):
+    """Return ``value`` as the database takes it for the field ``name`` of ``model``."""
+    return model._meta.get_field(name).get_db_prep_value(value, connection)
+
+
+def _converted(row, columns, converters):
+    for value, column, convert in zip(row, columns, converters):
+        for converter in convert:
+            value = converter(value, column, connection)
+        yield value
