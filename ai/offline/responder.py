@@ -22,7 +22,13 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from ..utils.markers import CONVERSATION_LINE, SAVED_HEADER, SUMMARY_MARKER, SUPERSEDED_MARK
+from ..utils.markers import (
+    CONVERSATION_LINE,
+    SAVED_HEADER,
+    SUMMARY_MARKER,
+    SUMMARY_PREAMBLE,
+    SUPERSEDED_MARK,
+)
 from ..utils.message_format import one_line
 from . import scorer, summarizer
 from .reading import greets, is_fact, is_weighty, parse_event, read_event, statement
@@ -30,7 +36,7 @@ from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 # Lines that describe the assistant, or repeat what history holds, not what it was told.
-_SELF_LINES = ("You are ", "Your description:", CONVERSATION_LINE)
+_SELF_LINES = ("You are ", "Your description:", CONVERSATION_LINE, SUMMARY_PREAMBLE)
 # A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
