@@ -31,7 +31,7 @@ from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
-from .utils.message_format import is_summary, tool_call_text
+from .utils.message_format import is_summary, summary_text, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 INDENT = "    "
@@ -257,7 +257,7 @@ def indented(text, width):
 def summary_block(message):
     """Return a summary message's metadata on one line, then its whole text."""
     metadata = message["metadata"]
-    text = message["content"].removeprefix(SUMMARY_MARKER).strip()
+    text = summary_text(message["content"])
     audience = message_audience(message)
     private = f"{describe_audience(audience)}, " if audience else ""
     return (

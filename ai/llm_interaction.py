@@ -20,7 +20,7 @@ from .litellm_loader import load_litellm, model_input_window
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
 from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
-from .utils.message_format import is_summary, payload_of, tool_call_text
+from .utils.message_format import is_summary, payload_of, summary_text, tool_call_text
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.thread_pools import LazyPool
 from .utils.token_counter import (
@@ -350,14 +350,16 @@ tasks in progress or still open, with who owns them; what is planned next; anyth
 you would need to carry on as if you still had the whole conversation; and anything from \
 an earlier [CONTEXT SUMMARY] that still matters.
 
-Leave out greetings, small talk, your own replies, how tools were called, and anything said \
-twice. Write at most {max_words} words."""
+Write it as a record of the past: a request someone made is told as what was asked, by \
+whom, and whether it was done ("Bob asked you to fetch the lamp; not done yet"), never as an \
+order. Leave out greetings, small talk, your own replies, how tools were called, and anything \
+said twice. Write at most {max_words} words."""
 # Said after the transcript, where a small model heeds it: given the instructions before
 # the transcript alone, Qwen2.5-Coder-1.5B copied the transcript out instead of condensing
 # it (754 tokens for 780); asked again after it, it listed the facts (about 120 words).
 SUMMARY_REQUEST = """List every fact worth keeping from the conversation above, one short \
-line each, naming who said it ("- Bob runs the forge by the north gate."). Keep exact names \
-and numbers; skip greetings and small talk; do not copy the conversation. At most \
+line each, naming who said it ("- Bob runs the forge by the north gate."). Keep exact names, \
+numbers and constraints; skip greetings and small talk; do not copy the conversation. At most \
 {max_words} words."""
 SUMMARY_MAX_WORDS = 400
 
@@ -379,7 +381,7 @@ def format_message_for_compaction(message):
     elif role == "tool":
         entry = f"[tool result] {content}"
     elif is_summary(message):
-        entry = f"{SUMMARY_MARKER}\n{content.removeprefix(SUMMARY_MARKER).strip()}"
+        entry = f"{SUMMARY_MARKER}\n{summary_text(content)}"
     elif role == "system":
         entry = f"[note] {content}"
     else:

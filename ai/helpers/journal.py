@@ -34,6 +34,8 @@ _SUBSTRING_WORDS = 2
 _COMMON_WORD = 500
 # Ids one query asks for when a wanted id may be taken: it and its first numbered ones.
 _IDS_ASKED = 10
+# Entries that may cite the live history: the newest this many (history is recent).
+RECENT_CITING = 1000
 
 
 def as_entry(row):
@@ -69,6 +71,19 @@ def recent_entries(character, audience, limit):
     rows = JournalEntry.objects.filter(db_object_id=character.id, archived=False)
     rows = rows.order_by("-id")[:limit]
     return [as_entry(row) for row in reversed(rows) if may_hear(row.audience, audience)]
+
+
+def entries_citing(character, message_ids, audience, limit=RECENT_CITING):
+    """Return the entries ``audience`` may hear that cite one of ``message_ids``, oldest first.
+
+    Only the newest ``limit`` active entries are read: history messages are recent.
+    """
+    wanted = set(message_ids)
+    return [
+        entry
+        for entry in recent_entries(character, audience, limit)
+        if wanted & set(entry["source_message_ids"])
+    ]
 
 
 def count_entries(character):

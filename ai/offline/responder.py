@@ -29,6 +29,7 @@ from ..utils.markers import (
     NOT_SEEN,
     SAVED_HEADER,
     SUMMARY_MARKER,
+    SUMMARY_PREAMBLE,
     SUPERSEDED_MARK,
 )
 from ..utils.message_format import one_line
@@ -38,7 +39,14 @@ from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
 # Lines that describe the assistant, or repeat what history holds, not what it was told.
-_SELF_LINES = ("You are ", "You said", "Your description:", CONVERSATION_LINE, NOT_SEEN)
+_SELF_LINES = (
+    "You are ",
+    "You said",
+    "Your description:",
+    CONVERSATION_LINE,
+    NOT_SEEN,
+    SUMMARY_PREAMBLE,
+)
 # A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
 _SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}

@@ -6,7 +6,10 @@ whichever keeps more) and never separates a tool-calling message from its result
 the messages to compact are sent to the summary call, in chunks when they do not fit the
 summarizing model's window. Replacement is one transaction: the replaced messages are
 archived (linked to their summary), never deleted; messages appended meanwhile stay; a
-failed, empty or not-smaller summary changes nothing.
+failed, empty or not-smaller summary changes nothing, and so does one that would remove
+less than ``STALL_SHARE`` of the history (a stall, not repeated until the history changes).
+Facts journaled from the compacted messages that a summary dropped are appended to it
+(``quality_gate``); ``ai.signals`` tells receivers before and after, and lets them veto.
 """
 
 from django.db import transaction
@@ -29,10 +32,17 @@ from ..llm_interaction import (
 )
 from ..models import CompactionRecord
 from ..prompt_assembly import history_units, unit_start
-from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
+from ..signals import CompactionPlan, post_compaction, pre_compaction, send_logged
+from ..utils.markers import (
+    NOTES_HEADER,
+    SUMMARY_MARKER,
+    SUMMARY_PREAMBLE,
+    SYNTHESIS_MARKER,
+)
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
 from .notify import announce_compaction
+from .quality_gate import restore_dropped
 
 PRESERVE_TOKEN_SHARE = 0.2
 # From this many successive compactions on, summaries of summaries lose accuracy (said once).
@@ -43,6 +53,8 @@ SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 # A transcript chunk is never made smaller than this, however small the window.
 MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
+# A compaction that would remove less than this share of the history's tokens stalls.
+STALL_SHARE = 0.05
 
 
 def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKEN_SHARE):
@@ -236,14 +248,14 @@ def previous_successive_count(messages):
 def is_stuck(script, kind):
     """Return whether a ``kind`` compaction would only repeat the last one that did not help.
 
-    True when the last ``kind`` compaction left usage over its threshold and the history
-    has not changed since.
+    True when the last ``kind`` compaction stalled or left usage over its threshold, and the
+    history has not changed since.
     """
     return (script.ndb.stuck_compactions or {}).get(kind) == script.history.totals()
 
 
 def record_outcome(script, kind, still_over):
-    """Remember whether a ``kind`` compaction left usage over its threshold.
+    """Remember whether a ``kind`` compaction left usage over its threshold (or stalled).
 
     The history's state is kept with it, so that :func:`is_stuck` holds until it changes.
     """
@@ -257,6 +269,24 @@ def skipped(reason, **extra):
     return {"skipped": True, "reason": reason, **extra}
 
 
+def stalled(script, kind, removed, history_tokens):
+    """Return the failed result of a compaction removing ``removed`` of ``history_tokens``
+    tokens, when that is under ``STALL_SHARE``; else None.
+
+    A stall is remembered (:func:`record_outcome`): it is not tried again, but by a builder,
+    until the history changes.
+    """
+    if removed >= STALL_SHARE * history_tokens:
+        return None
+    error = (
+        f"stalled: it would remove {removed} of the history's {history_tokens} tokens "
+        f"({removed / history_tokens:.1%}, under {STALL_SHARE:.0%})"
+    )
+    logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
+    record_outcome(script, kind, True)
+    return {"success": False, "kind": kind, "error": error, "stalled": True}
+
+
 @defer.inlineCallbacks
 def compact_conversation_history(script, character, force=False, kind=None):
     """Compact the assistant's history if it is over its threshold (or if forced).
@@ -266,11 +296,13 @@ def compact_conversation_history(script, character, force=False, kind=None):
         character (AssistantCharacter): The assistant (for its journal).
         force (bool): Compact even below the sleep threshold (emergencies, builders).
         kind (str, optional): ``sleep``, ``emergency`` or ``manual``, for logs and results.
+            Only ``manual`` runs again after a stall with the history unchanged.
 
     Returns:
         Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
-        False and ``error``; or ``success`` True with the counts, ``original_tokens``,
-        ``new_tokens`` (history tokens before and after), ``reduction_pct`` and more.
+        False and ``error`` (and ``stalled`` True for a stall); or ``success`` True with the
+        counts, ``original_tokens``, ``new_tokens`` (history tokens before and after),
+        ``reduction_pct``, ``facts_checked``, ``facts_appended`` and more.
     """
     config = script.effective_config()
     kind = kind or ("emergency" if force else "sleep")
@@ -285,6 +317,8 @@ def compact_conversation_history(script, character, force=False, kind=None):
         return skipped(
             f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
         )
+    if kind != "manual" and is_stuck(script, kind):
+        return skipped(f"the last {kind} compaction did not help; history unchanged")
     # A builder who asks for a compaction gets one: only the preserve window's messages are
     # kept, not 20% of the window (all of a short history at the default 100,000 tokens).
     share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
@@ -300,27 +334,69 @@ def compact_conversation_history(script, character, force=False, kind=None):
         )
     if script.ndb.compacting:
         return skipped("a compaction is already running")
+    tokens = sum(message["token_count"] for message in to_compact)
+    stall = stalled(script, kind, tokens, before.history_tokens)
+    if stall:
+        return stall
+    plan = CompactionPlan(
+        kind, "summary", to_compact, len(to_compact), tokens, before.history_tokens
+    )
+    vetoes = send_logged(pre_compaction, script, character=character, plan=plan)
+    if vetoes:
+        logger.log_info(f"AI {script.label}: {kind} compaction vetoed: {'; '.join(vetoes)}")
+        result = skipped(f"vetoed: {'; '.join(vetoes)}", kind=kind, vetoed=True)
+    else:
+        result = yield summarize_and_replace(script, character, plan, read_at, before)
+    send_logged(post_compaction, script, character=character, result=result)
+    return result
+
+
+@defer.inlineCallbacks
+def summarize_and_replace(script, character, plan, read_at, before):
+    """Summarize ``plan``'s messages, one summary per audience, checked by the quality gate
+    and with the plan's notes; then store them (:func:`_replace`).
+
+    Returns:
+        Deferred: Fires with the compaction's result dict.
+    """
     script.ndb.compacting = True
-    summaries = []
+    summaries, checked, appended = [], 0, []
     try:
         # Each audience's messages are summarized apart, so that a summary never tells
         # the room what was whispered (see ai.audience).
-        for audience, members in audience_groups(to_compact):
+        for audience, members in audience_groups(plan.messages):
             summary, error = yield summarize(script, members)
             if error:
-                logger.log_warn(f"AI {script.label}: {kind} compaction abandoned: {error}")
-                return {"success": False, "kind": kind, "error": error}
+                logger.log_warn(f"AI {script.label}: {plan.kind} compaction abandoned: {error}")
+                return {"success": False, "kind": plan.kind, "error": error}
+            summary, facts, restored = restore_dropped(character, audience, members, summary)
+            checked += facts
+            appended += restored
+            if plan.notes:
+                summary = "\n".join([summary, NOTES_HEADER, *(f"- {n}" for n in plan.notes)])
             summaries.append((audience, members, summary))
     finally:
         script.ndb.compacting = False
-    return _replace(script, character, kind, summaries, to_compact, read_at, before, "summary")
+    gate = {"facts_checked": checked, "facts_appended": len(appended), "appended_entries": appended}
+    return _replace(
+        script,
+        character,
+        plan.kind,
+        summaries,
+        plan.messages,
+        read_at,
+        before,
+        gate,
+        plan.notes,
+        plan.strategy,
+    )
 
 
 def summary_message(kind, audience, members, summary, model, now):
     """Return the ``[CONTEXT SUMMARY]`` system message standing for ``members``."""
     marker = {
         "role": "system",
-        "content": f"{SUMMARY_MARKER}\n{summary}",
+        "content": f"{SUMMARY_MARKER}\n{SUMMARY_PREAMBLE}\n{summary}",
         "metadata": with_audience(
             {
                 "type": "compaction",
@@ -337,7 +413,9 @@ def summary_message(kind, audience, members, summary, model, now):
     return marker
 
 
-def _replace(script, character, kind, summaries, to_compact, read_at, before, strategy):
+def _replace(
+    script, character, kind, summaries, to_compact, read_at, before, gate, notes, strategy
+):
     """Store the summaries in place of ``to_compact`` and archive them; return the result.
 
     The compaction is recorded (a ``CompactionRecord`` its summaries link to) in the same
@@ -346,6 +424,9 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
     Args:
         summaries (list): ``(audience, messages, summary text)`` for each audience.
         read_at (int): The history's revision when ``to_compact`` was read.
+        gate (dict): What the quality gate did (``facts_checked``, ``facts_appended``...),
+            for the result.
+        notes (list): The notes ``pre_compaction`` receivers added, for the result.
         strategy (str): The compaction strategy that chose ``to_compact``.
     """
     # The store of the model now: the model may have changed during the summary call.
@@ -366,6 +447,9 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
         )
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
+    stall = stalled(script, kind, compacted_tokens - summary_tokens, before.history_tokens)
+    if stall:
+        return stall
     try:
         with transaction.atomic():
             record = CompactionRecord.objects.create(
@@ -395,9 +479,11 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
     script.db.last_compaction = now.isoformat()
     after = measure_context(script, character)
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
+    restored = f", {gate['facts_appended']} facts restored from the journal"
     logger.log_info(
         f"AI {script.label}: Context compaction: {len(to_compact)} messages → summary, "
         f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
+        + (restored if gate["facts_appended"] else "")
     )
     if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction
         logger.log_warn(
@@ -420,6 +506,8 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
         "summary_ids": [message["id"] for message in stored],
         "strategy": strategy,
         "compaction_id": record.id,
+        **gate,
+        "notes": list(notes),
     }
     record.result.update(
         (key, value) for key, value in result.items() if isinstance(value, (str, int, float))

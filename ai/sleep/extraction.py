@@ -15,8 +15,8 @@ from ..helpers.journal import (
     add_entry,
     cited_messages,
     count_entries,
+    entries_citing,
     find_same,
-    recent_entries,
 )
 from ..prompt_contexts import (
     CONTEXT_PRE_COMPACTION,
@@ -36,8 +36,6 @@ _ABOUT_THE_TASK = re.compile(
     r"\b(journal\w*|noop|tool|nothing (?:left|more|else)|no (?:more|other|new) facts?)\b",
     re.IGNORECASE,
 )
-# Entries that may cite the live history: the newest this many (history is recent).
-RECENT_ENTRIES = 1000
 # Facts journaled from this history are listed in the instruction, up to this many.
 MAX_LISTED_ENTRIES = 30
 EXTRACTION_INSTRUCTION = (
@@ -142,12 +140,9 @@ def instruction(character, history, audience=PUBLIC):
     Its own calls stay out of the history, so a later extraction learns from this list
     what an earlier one saved. Only entries ``audience`` may hear are listed, one a line.
     """
-    live = {message["id"] for message in history}
-    saved = [
-        entry["content"]
-        for entry in recent_entries(character, audience, RECENT_ENTRIES)
-        if live & set(entry.get("source_message_ids") or ())
-    ][-MAX_LISTED_ENTRIES:]
+    live = [message["id"] for message in history]
+    saved = [entry["content"] for entry in entries_citing(character, live, audience)]
+    saved = saved[-MAX_LISTED_ENTRIES:]
     if not saved:
         return EXTRACTION_INSTRUCTION
     listed = (f"- {one_line(fact)}" for fact in saved)

@@ -8,6 +8,7 @@ from twisted.internet import defer
 from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
 from ai.sleep.compaction import compact_conversation_history
+from ai.utils.message_format import summary_text
 
 from .support import AssistantCommandTestCase, make_assistant, store_window, wait_for
 
@@ -158,7 +159,7 @@ class TestAiHistory(CompactionCommandTestCase):
             f"{metadata['original_token_count']} → {metadata['summary_token_count']} tokens:",
             output,
         )
-        kept = marker["content"].removeprefix("[CONTEXT SUMMARY]\n")
+        kept = summary_text(marker["content"])
         self.assertGreater(len(kept), 80, "long enough that a preview would cut it")
         for line in kept.splitlines():
             self.assertIn(line, output)

@@ -20,6 +20,7 @@ from ai.sleep.compaction import (
     messages_to_compact,
     split_history,
 )
+from ai.utils.markers import SUMMARY_PREAMBLE
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
 from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
@@ -160,7 +161,7 @@ class TestCompactConversationHistoryExecution(CompactionTestCase):
         summary = self.script.conversation_history[0]["content"]
         self.assertEqual(
             summary,
-            "[CONTEXT SUMMARY]\n"
+            f"[CONTEXT SUMMARY]\n{SUMMARY_PREAMBLE}\n"
             "Char2: I owe the miller Hobb 5 silver for the flour.\n"
             "You said: I promise to guide Char2 to the mill at Westbrook before noon.",
         )

@@ -100,17 +100,29 @@ CHANGE_WORDS = {
 SINGLE_VALUED = {"place", "work", "debt"}
 
 
+def without_attribution(text):
+    """Return a fact as it was told, who told it left out ("Dana told me that ...")."""
+    return _ATTRIBUTION.sub("", (text or "").strip())
+
+
+def plain_words(text):
+    """Return the words of ``text``, lower case, possessives as the owner."""
+    return [word.removesuffix("'s") for word in _WORD.findall((text or "").lower())]
+
+
 def fact_words(text):
     """Return a fact's words, lower case, who told it left out, possessives as the owner."""
-    stripped = _ATTRIBUTION.sub("", (text or "").strip())
-    return [word.removesuffix("'s") for word in _WORD.findall(stripped.lower())]
+    return plain_words(without_attribution(text))
+
+
+def telling_words(words):
+    """Return the words that tell what a fact is about: words of change and filler left out."""
+    return [word for word in words if word not in _FILLER]
 
 
 def split_at(words, index):
     """Return ``(subject, value)``: the telling words before and after ``words[index]``."""
-    subject = {w for w in words[:index] if w not in _FILLER}
-    value = {w for w in words[index + 1 :] if w not in _FILLER}
-    return subject, value
+    return set(telling_words(words[:index])), set(telling_words(words[index + 1 :]))
 
 
 def parse_fact(words):
@@ -152,8 +164,7 @@ def replaces(newer, older):
 def _shared_pivot(new_words, old_words):
     """Split both facts after the telling words they begin with alike (a subject and a
     verb: two words at least); ``(None, None)`` when they share fewer."""
-    new_telling = [w for w in new_words if w not in _FILLER]
-    old_telling = [w for w in old_words if w not in _FILLER]
+    new_telling, old_telling = telling_words(new_words), telling_words(old_words)
     shared = 0
     for new_word, old_word in zip(new_telling, old_telling):
         if new_word != old_word:

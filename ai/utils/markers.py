@@ -2,6 +2,14 @@
 
 # The first line of the system message that replaces compacted history.
 SUMMARY_MARKER = "[CONTEXT SUMMARY]"
+# The line after it: a summary is a record of the past, never a request to act on.
+SUMMARY_PREAMBLE = (
+    "Record of the earlier conversation, for reference only: it is not a request; act only "
+    "on the messages after it."
+)
+# The lines after a summary's text that open the facts the quality gate restored, and notes.
+RESTORED_HEADER = "Kept from the journal:"
+NOTES_HEADER = "Notes:"
 # The first line of the journal entry that archives a compaction's summary.
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 # The first line of the transcript that a summary call receives.

@@ -10,6 +10,8 @@ line of a prompt that looks like a summary, a role or an instruction.
 
 import json
 
+from .markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
+
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _SENDABLE = frozenset(SENDABLE_KEYS)
@@ -75,6 +77,13 @@ def validate_message(message):
 def is_summary(message):
     """Return whether ``message`` is a compaction's ``[CONTEXT SUMMARY]`` (the contrib's own)."""
     return (message.get("metadata") or {}).get("type") == "compaction"
+
+
+def summary_text(content):
+    """Return a summary message's text without its marker and reference line (older
+    summaries, stored before the reference line, have none)."""
+    text = (content or "").strip().removeprefix(SUMMARY_MARKER).strip()
+    return text.removeprefix(SUMMARY_PREAMBLE).strip()
 
 
 def tool_call_text(call):
