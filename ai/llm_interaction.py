@@ -396,22 +396,31 @@ def format_messages_for_compaction(messages):
     return "\n".join([TRANSCRIPT_HEADER, *(entry for entry in entries if entry), TRANSCRIPT_END])
 
 
-def generate_context_summary(script, messages_to_compact, model=None):
+def generate_context_summary(script, messages_to_compact, model=None, instructions=None):
     """Summarize ``messages_to_compact`` in a separate call that sends only them.
 
     Uses ``compact_model`` (else the main model) and ``compact_prompt`` (else
     ``DEFAULT_COMPACTION_PROMPT``, with ``SUMMARY_REQUEST`` after the transcript).
 
+    Args:
+        instructions (tuple, optional): ``(prompt, request after the transcript)`` in place
+            of :func:`summary_instructions`.
+
     Returns:
         Deferred: Fires with the :class:`LLMResult`; its ``content`` is the summary.
     """
-    request = summary_request(script)
+    prompt, request = instructions or summary_instructions(script)
     transcript = format_messages_for_compaction(messages_to_compact)
     payload = [
-        {"role": "system", "content": compaction_prompt(script)},
+        {"role": "system", "content": prompt},
         {"role": "user", "content": f"{transcript}\n\n{request}" if request else transcript},
     ]
     return call_llm(script, payload, model=model or summary_model(script), purpose="summary")
+
+
+def summary_instructions(script):
+    """Return the summary call's ``(prompt, request after the transcript)``."""
+    return compaction_prompt(script), summary_request(script)
 
 
 def compaction_prompt(script):

@@ -18,17 +18,17 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..audience import audience_groups, with_audience
+from ..config import compact_strategy
 from ..context_usage import describe_frame, measure_context
 from ..helpers.journal import add_entry
 from ..history import HistoryChanged
 from ..litellm_loader import model_input_window
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
-    compaction_prompt,
     context_window,
     generate_context_summary,
+    summary_instructions,
     summary_model,
-    summary_request,
 )
 from ..models import CompactionRecord
 from ..prompt_assembly import history_units, unit_start
@@ -95,11 +95,17 @@ def messages_to_compact(store, preserve_count, keep_tokens):
     token counts); only the messages before it, all compacted but the pinned ones, are read
     whole. A pin holds a whole tool-call unit (see ``ConversationHistory.set_pinned``).
     """
+    older, revision = older_than_preserved(store, preserve_count, keep_tokens)
+    return [message for message in older if not message.get("pinned")], revision
+
+
+def older_than_preserved(store, preserve_count, keep_tokens):
+    """Return the live messages, pinned ones included, that :func:`split_history` would not
+    preserve, and the history's revision when they were read."""
     newest = store.newest_outline(keep_tokens, preserve_count)
     start = preserve_start(newest, preserve_count, keep_tokens)
     before = newest[start]["position"] if start < len(newest) else None
-    unpinned = [message for message in store.messages(before=before) if not message.get("pinned")]
-    return unpinned, newest.revision
+    return store.messages(before=before), newest.revision
 
 
 def summarizer_window(script):
@@ -175,23 +181,27 @@ def chunk_for_window(messages, limit, model):
 
 
 @defer.inlineCallbacks
-def summarize(script, messages):
+def summarize(script, messages, instructions=None):
     """Summarize ``messages``; in chunks, merged into one summary, when they do not fit.
 
     The partial summaries are merged by one more call when they fit its window together;
     otherwise they are joined as they are (merging again could loop without shrinking).
 
+    Args:
+        instructions (tuple, optional): ``(prompt, request after the transcript)`` in place
+            of the summary's own (``summary_instructions``).
+
     Returns:
         Deferred: Fires with ``(summary text or None, error text or None)``.
     """
     model = summary_model(script)
-    reserve = count_tokens(compaction_prompt(script), model) + SUMMARY_ANSWER_TOKENS
-    reserve += count_tokens(summary_request(script), model)
+    instructions = instructions or summary_instructions(script)
+    reserve = sum(count_tokens(text, model) for text in instructions) + SUMMARY_ANSWER_TOKENS
     limit = max(summarizer_window(script) - reserve, MIN_CHUNK_TOKENS)
     summaries = []
     chunks = chunk_for_window(messages, limit, model)
     for chunk in chunks:
-        summary, error = yield _summarize_once(script, chunk)
+        summary, error = yield _summarize_once(script, chunk, instructions)
         if error == EMPTY_SUMMARY and len(chunks) > 1:
             # One chunk of tool traffic may hold nothing to keep: say what it was rather
             # than fail the whole compaction over it.
@@ -211,14 +221,14 @@ def summarize(script, messages):
     ]
     if len(chunk_for_window(partial, limit, model)) > 1:
         return "\n".join(summaries), None
-    merged = yield _summarize_once(script, partial)
+    merged = yield _summarize_once(script, partial, instructions)
     return merged
 
 
 @defer.inlineCallbacks
-def _summarize_once(script, messages):
+def _summarize_once(script, messages, instructions):
     """Make one summary call; return ``(summary, None)`` or ``(None, why it failed)``."""
-    answer = yield generate_context_summary(script, messages)
+    answer = yield generate_context_summary(script, messages, instructions=instructions)
     if not answer.ok:
         return None, f"summary call failed ({answer.error_kind}): {answer.error}"
     if not answer.content.strip():
@@ -319,11 +329,8 @@ def compact_conversation_history(script, character, force=False, kind=None):
         )
     if kind != "manual" and is_stuck(script, kind):
         return skipped(f"the last {kind} compaction did not help; history unchanged")
-    # A builder who asks for a compaction gets one: only the preserve window's messages are
-    # kept, not 20% of the window (all of a short history at the default 100,000 tokens).
-    share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
     to_compact, read_at = messages_to_compact(
-        store, config["compact_preserve_window"], share * before.max_tokens
+        store, config["compact_preserve_window"], keep_tokens(kind, before)
     )
     if not to_compact:
         return skipped(
@@ -338,13 +345,18 @@ def compact_conversation_history(script, character, force=False, kind=None):
     stall = stalled(script, kind, tokens, before.history_tokens)
     if stall:
         return stall
+    strategy = compact_strategy(config)
     plan = CompactionPlan(
-        kind, "summary", to_compact, len(to_compact), tokens, before.history_tokens
+        kind, strategy, to_compact, len(to_compact), tokens, before.history_tokens
     )
     vetoes = send_logged(pre_compaction, script, character=character, plan=plan)
     if vetoes:
         logger.log_info(f"AI {script.label}: {kind} compaction vetoed: {'; '.join(vetoes)}")
         result = skipped(f"vetoed: {'; '.join(vetoes)}", kind=kind, vetoed=True)
+    elif strategy == "assistant_runs":
+        from .assistant_runs import compact_assistant_runs  # it builds on this module
+
+        result = yield compact_assistant_runs(script, character, kind, before, config)
     else:
         result = yield summarize_and_replace(script, character, plan, read_at, before)
     send_logged(post_compaction, script, character=character, result=result)
@@ -392,11 +404,34 @@ def summarize_and_replace(script, character, plan, read_at, before):
     )
 
 
+def keep_tokens(kind, before):
+    """Return the tokens of recent history that a ``kind`` compaction keeps at least.
+
+    A builder who asks for a compaction gets one: only the preserve window's messages are
+    kept, not 20% of the window (all of a short history at the default 100,000 tokens).
+    """
+    return (0 if kind == "manual" else PRESERVE_TOKEN_SHARE) * before.max_tokens
+
+
 def summary_message(kind, audience, members, summary, model, now):
     """Return the ``[CONTEXT SUMMARY]`` system message standing for ``members``."""
-    marker = {
-        "role": "system",
-        "content": f"{SUMMARY_MARKER}\n{SUMMARY_PREAMBLE}\n{summary}",
+    return compaction_message(
+        "system",
+        f"{SUMMARY_MARKER}\n{SUMMARY_PREAMBLE}\n{summary}",
+        kind,
+        audience,
+        members,
+        model,
+        now,
+    )
+
+
+def compaction_message(role, content, kind, audience, members, model, now, **extra):
+    """Return a message that a compaction writes in place of ``members``, with its metadata
+    (``extra`` added to it)."""
+    message = {
+        "role": role,
+        "content": content,
         "metadata": with_audience(
             {
                 "type": "compaction",
@@ -405,21 +440,19 @@ def summary_message(kind, audience, members, summary, model, now):
                 "compacted_at": now.isoformat(),
                 "original_token_count": sum(message["token_count"] for message in members),
                 "successive_compactions": previous_successive_count(members) + 1,
+                **extra,
             },
             audience,
         ),
     }
-    marker["metadata"]["summary_token_count"] = count_message_tokens(marker, model)
-    return marker
+    message["metadata"]["summary_token_count"] = count_message_tokens(message, model)
+    return message
 
 
 def _replace(
     script, character, kind, summaries, to_compact, read_at, before, gate, notes, strategy
 ):
     """Store the summaries in place of ``to_compact`` and archive them; return the result.
-
-    The compaction is recorded (a ``CompactionRecord`` its summaries link to) in the same
-    transaction, so that ``aicompact/undo`` can put the messages back.
 
     Args:
         summaries (list): ``(audience, messages, summary text)`` for each audience.
@@ -430,8 +463,7 @@ def _replace(
         strategy (str): The compaction strategy that chose ``to_compact``.
     """
     # The store of the model now: the model may have changed during the summary call.
-    store = script.history
-    model = store.model
+    model = script.history.model
     compacted_tokens = sum(message["token_count"] for message in to_compact)
     now = timezone.now()
     markers = [
@@ -451,15 +483,15 @@ def _replace(
     if stall:
         return stall
     try:
-        with transaction.atomic():
-            record = CompactionRecord.objects.create(
-                db_script_id=script.id,
-                kind=kind,
-                strategy=strategy,
-                created_at=now,
-                result={"counted_for": store.counted_for},
-            )
-            stored = store.replace_with_summaries(to_compact, markers, read_at, record=record)
+        record, stored = store_recorded(
+            script,
+            kind,
+            strategy,
+            now,
+            lambda store, record: store.replace_with_summaries(
+                to_compact, markers, read_at, record=record
+            ),
+        )
     except HistoryChanged as err:
         return {"success": False, "kind": kind, "error": str(err)}
     for (audience, _, summary), message in zip(summaries, stored):
@@ -476,38 +508,76 @@ def _replace(
             max_chars=None,
             audience=audience,
         )
-    script.db.last_compaction = now.isoformat()
-    after = measure_context(script, character)
-    reduction = (1 - after.history_tokens / before.history_tokens) * 100
-    restored = f", {gate['facts_appended']} facts restored from the journal"
-    logger.log_info(
-        f"AI {script.label}: Context compaction: {len(to_compact)} messages → summary, "
-        f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
-        + (restored if gate["facts_appended"] else "")
-    )
     if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction
         logger.log_warn(
             f"AI {script.label}: {successive} successive compactions; summaries of summaries "
             "lose accuracy: check the journal's synthesis entries"
         )
     result = {
-        "success": True,
-        "kind": kind,
         "compacted_messages": len(to_compact),
-        "preserved_messages": before.message_count - len(to_compact),
-        "original_tokens": before.history_tokens,
-        "new_tokens": after.history_tokens,
-        "reduction_pct": reduction,
         "summary_tokens": summary_tokens,
-        "usage_before": before.usage,
-        "usage_after": after.usage,
         "successive_compactions": successive,
         "summary_id": stored[0]["id"],
         "summary_ids": [message["id"] for message in stored],
-        "strategy": strategy,
-        "compaction_id": record.id,
         **gate,
         "notes": list(notes),
+    }
+    restored = gate["facts_appended"]
+    written = "summary" + (f", {restored} facts restored from the journal" if restored else "")
+    return finish(script, character, record, before, result, written)
+
+
+def store_recorded(script, kind, strategy, now, write):
+    """Run ``write(store, record)`` in one transaction with the ``CompactionRecord`` it
+    writes for, so that ``aicompact/undo`` can put back what it replaced.
+
+    Returns:
+        tuple: ``(record, what write returned)``.
+
+    Raises:
+        HistoryChanged: from ``write``; nothing is stored, the record neither.
+    """
+    store = script.history
+    with transaction.atomic():
+        record = CompactionRecord.objects.create(
+            db_script_id=script.id,
+            kind=kind,
+            strategy=strategy,
+            created_at=now,
+            result={"counted_for": store.counted_for},
+        )
+        return record, write(store, record)
+
+
+def finish(script, character, record, before, result, written):
+    """Complete the result of the stored compaction ``record``, log it, keep its figures in
+    the record and announce it; return the result.
+
+    Args:
+        before (ContextUsage): The usage measured before the compaction.
+        result (dict): What the strategy reports (``compacted_messages`` at least).
+        written (str): What the compacted messages became, for the log.
+    """
+    script.db.last_compaction = record.created_at.isoformat()
+    after = measure_context(script, character)
+    reduction = (1 - after.history_tokens / before.history_tokens) * 100
+    compacted = result["compacted_messages"]
+    logger.log_info(
+        f"AI {script.label}: Context compaction: {compacted} messages → {written}, "
+        f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
+    )
+    result = {
+        "success": True,
+        "kind": record.kind,
+        "preserved_messages": before.message_count - compacted,
+        "original_tokens": before.history_tokens,
+        "new_tokens": after.history_tokens,
+        "reduction_pct": reduction,
+        "usage_before": before.usage,
+        "usage_after": after.usage,
+        "strategy": record.strategy,
+        "compaction_id": record.id,
+        **result,
     }
     record.result.update(
         (key, value) for key, value in result.items() if isinstance(value, (str, int, float))

@@ -1,0 +1,186 @@
+"""Compaction strategy ``assistant_runs``: summarize only the assistant's long stretches.
+
+Among the messages older than the preserve window, each run of two or more assistant
+messages in a row (with the tool results that answer them: in this game a tool result
+belongs to the assistant's turn) is replaced by one assistant message that says, in the
+past tense, what the assistant did and said. Players' messages are never touched and keep
+their place; so do single assistant messages.
+
+A run ends at anything that is not the assistant's own: a player's message, a system
+message (an earlier ``[CONTEXT SUMMARY]`` or note), an earlier run's summary (never
+summarized again: a run's summary is always a first summary), a pinned message, and a
+change of audience (what was whispered is summarized apart). A run holds whole tool-call
+units only.
+
+Every run is summarized before anything is stored, then all are stored in one
+transaction with their ``CompactionRecord``: a failed or empty summary of any run changes
+nothing (all or nothing, as the summary strategy does); a run whose summary is not
+smaller than itself is kept as it is. The summaries are not journaled: the facts were
+journaled by the extraction before the compaction, and what a run summary says about the
+assistant's own actions stays in the history, beside the players' words it answered.
+"""
+
+from django.utils import timezone
+from evennia.utils import logger
+from twisted.internet import defer
+
+from ..audience import message_audience
+from ..history import HistoryChanged
+from ..prompt_assembly import history_units
+from ..utils.message_format import is_summary
+from .compaction import (
+    compaction_message,
+    finish,
+    keep_tokens,
+    older_than_preserved,
+    skipped,
+    store_recorded,
+    summarize,
+)
+
+STRATEGY = "assistant_runs"
+# How a run's summary opens: a record of the past in the assistant's own voice, which a
+# model reads as what it did rather than as a format to answer in.
+RUN_SUMMARY_PREFIX = "(Summary of my earlier actions)"
+RUN_SUMMARY_MAX_WORDS = 120
+RUN_PROMPT = f"""You are condensing a stretch of your own earlier turn in a game, where you, \
+the players' assistant, used tools and spoke, so that you can go on without its details.
+
+Say in the first person and the past tense what you did and what you said, and to whom: \
+what the tools found, the answers you gave, what you promised or decided, with exact names \
+and numbers. Leave out how tools were called and anything said twice. Write at most \
+{RUN_SUMMARY_MAX_WORDS} words."""
+RUN_REQUEST = f"""In a few short sentences, say what you did and said above, in the first \
+person and the past tense ("I looked up the forge and told Bob it is by the north gate."). \
+Keep exact names and numbers; do not copy the transcript. At most {RUN_SUMMARY_MAX_WORDS} \
+words."""
+
+
+def find_runs(messages):
+    """Return the runs of ``messages`` that compact into one summary each, oldest first.
+
+    Args:
+        messages (list): The messages older than the preserve window, pinned ones included
+            (``compaction.older_than_preserved``), oldest first.
+
+    Returns:
+        list: Each run a list of consecutive messages: whole tool-call units of assistant
+        messages and tool results, one audience, two or more assistant messages.
+    """
+    runs, current, audience = [], [], None
+    for unit in history_units(messages):
+        joins = _joins_run(unit)
+        unit_audience = tuple(sorted(message_audience(unit[0]) or ()))
+        if current and (not joins or unit_audience != audience):
+            _close(current, runs)
+            current = []
+        if joins:
+            current += unit
+            audience = unit_audience
+    _close(current, runs)
+    return runs
+
+
+def _joins_run(unit):
+    """Tell whether a tool-call unit may be part of a run: the assistant's own, unpinned and
+    no summary."""
+    return all(
+        message["role"] in ("assistant", "tool")
+        and not message.get("pinned")
+        and not is_summary(message)
+        for message in unit
+    )
+
+
+def _close(run, runs):
+    """Add ``run`` to ``runs`` when it holds two or more assistant messages."""
+    if sum(message["role"] == "assistant" for message in run) >= 2:
+        runs.append(run)
+
+
+@defer.inlineCallbacks
+def compact_assistant_runs(script, character, kind, before, config):
+    """Replace each run of assistant messages older than the preserve window by a summary.
+
+    Args:
+        script (AssistantScript): The assistant's script.
+        character (AssistantCharacter): The assistant.
+        kind (str): ``sleep``, ``emergency`` or ``manual``.
+        before (ContextUsage): The usage measured before the compaction.
+        config (dict): The script's effective configuration.
+
+    Returns:
+        Deferred: Fires with the result dict of ``compact_conversation_history``, with
+        ``runs`` (the runs replaced) and ``runs_kept`` (those whose summary was not
+        smaller).
+    """
+    older, _ = older_than_preserved(
+        script.history, config["compact_preserve_window"], keep_tokens(kind, before)
+    )
+    runs = find_runs(older)
+    if not runs:
+        return skipped(
+            "no run of two or more assistant messages to compact", token_usage=before.usage
+        )
+    script.ndb.compacting = True
+    summaries = []
+    try:
+        for run in runs:
+            summary, error = yield summarize(script, run, (RUN_PROMPT, RUN_REQUEST))
+            if error:
+                return _failed(script, kind, "abandoned", error)
+            summaries.append(summary)
+    finally:
+        script.ndb.compacting = False
+    return _replace_runs(script, character, kind, runs, summaries, before)
+
+
+def _replace_runs(script, character, kind, runs, summaries, before):
+    """Store each run's summary in its place, those smaller than their run; return the
+    result."""
+    # The store of the model now: the model may have changed during the summary calls.
+    model = script.history.model
+    now = timezone.now()
+    replacements = []
+    for run, summary in zip(runs, summaries):
+        message = compaction_message(
+            "assistant",
+            f"{RUN_SUMMARY_PREFIX} {summary}",
+            kind,
+            message_audience(run[0]),
+            run,
+            model,
+            now,
+            strategy=STRATEGY,
+        )
+        metadata = message["metadata"]
+        if metadata["summary_token_count"] < metadata["original_token_count"]:
+            replacements.append((message, run))
+    if not replacements:
+        return _failed(script, kind, "refused", "no run's summary is smaller than the run")
+    try:
+        record, stored = store_recorded(
+            script,
+            kind,
+            STRATEGY,
+            now,
+            lambda store, record: store.replace_each(replacements, record),
+        )
+    except HistoryChanged as err:
+        return _failed(script, kind, "abandoned", str(err))
+    result = {
+        "compacted_messages": sum(len(run) for _, run in replacements),
+        "runs": len(replacements),
+        "runs_kept": len(runs) - len(replacements),
+        "summary_tokens": sum(m["metadata"]["summary_token_count"] for m, _ in replacements),
+        "successive_compactions": 1,
+        "summary_id": stored[0]["id"],
+        "summary_ids": [message["id"] for message in stored],
+    }
+    return finish(script, character, record, before, result, f"{len(stored)} run summaries")
+
+
+def _failed(script, kind, verb, error):
+    """Log why a compaction changed nothing; return its result."""
+    logger.log_warn(f"AI {script.label}: {kind} {STRATEGY} compaction {verb}: {error}")
+    return {"success": False, "kind": kind, "strategy": STRATEGY, "error": error}
