@@ -772,7 +772,7 @@ class CmdAiCompact(MuxCommand):
         if ids:
             done = "Pinned" if pinning else "Unpinned"
             self.msg_wrapped(
-                f"{done} {len(ids)} messages of {assistant.key} ({', '.join(map(str, ids))}"
+                f"{done} {len(ids)} message{'' if len(ids) == 1 else 's'} of {assistant.key} ({', '.join(map(str, ids))}"
                 f"{'' if set(ids) == set(wanted) else ': with their tool calls or results'}). "
                 f"{pins_held(script)}"
             )

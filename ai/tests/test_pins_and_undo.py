@@ -81,7 +81,7 @@ class TestPinCommands(PinUndoTestCase):
         self.said(
             CmdAiCompact(),
             f"/pin Helper = {pinned['id']}",
-            f"Pinned 1 messages of Helper ({pinned['id']}). Pins hold {pinned['token_count']} "
+            f"Pinned 1 message of Helper ({pinned['id']}). Pins hold {pinned['token_count']} "
             "of 256 tokens (compact_pin_max_share 1 of max_context_tokens 256).",
         )
         before = live_ids(self.script)
@@ -116,7 +116,7 @@ class TestPinCommands(PinUndoTestCase):
     def test_a_pin_over_the_cap_is_refused_with_the_figures(self):
         store_window(self.script, 1000)
         small = self.script.append_message({"role": "user", "content": FACTS[0]})
-        self.said(CmdAiCompact(), f"/pin Helper = {small['id']}", "Pinned 1 messages")
+        self.said(CmdAiCompact(), f"/pin Helper = {small['id']}", "Pinned 1 message")
         big = self.script.append_message({"role": "user", "content": "Char says, " + "oak " * 200})
         total = small["token_count"] + big["token_count"]
         self.said(
