@@ -24,17 +24,28 @@ from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
 from .helpers.memory_links import memory_namespace
 from .history import row_to_message
-from .models import ConversationMessage, EntityObservation, JournalEntry, MemoryLink
+from .models import (
+    CompactionRecord,
+    ConversationMessage,
+    EntityObservation,
+    JournalEntry,
+    MemoryLink,
+)
+from .pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
 from .prompt_contexts import CONTEXT_TICK_EVENT
 from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import run_pre_compaction_extraction
+from .sleep.undo import UndoRefused, undo_last_compaction
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, summary_text, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 INDENT = "    "
+# The metadata type of a tool output that compaction masked (a placeholder in its place).
+MASKED = "masked"
+PINNED_MARK = "[pinned]"
 
 
 def find_assistant(caller, name):
@@ -283,13 +294,27 @@ def preview(message, width):
             f"{SUMMARY_MARKER} {metadata.get('compacted_count', '?')} msgs, "
             f"{metadata.get('kind', '?')}, successive #{metadata.get('successive_compactions', 1)}"
         )
+    elif metadata.get("type") == MASKED:
+        text = masked_text(metadata)
     elif message.get("tool_calls"):
         text = " ".join(f"→ {tool_call_text(call)}" for call in message["tool_calls"])
     else:
         text = message.get("content") or ""
     # What was whispered is marked, for builders alone see it.
     text = privately(text, message_audience(message))
+    if message.get("pinned"):
+        text = f"{PINNED_MARK} {text}"
     return shortened(" ".join(text.split()), width)
+
+
+def masked_text(metadata):
+    """Return what a masked tool output stood for: its tool, size and when it was masked."""
+    # Short enough for the history table's preview column: the minute it was archived.
+    return (
+        f"[masked {metadata.get('original_tool', '?')}, "
+        f"{metadata.get('original_token_count', '?')} tokens, "
+        f"{when(metadata.get('archived_at'))[:16]}]"
+    )
 
 
 def first_line(message, width):
@@ -340,6 +365,26 @@ def summaries_of(script):
     return [row for row in rows if (row.metadata or {}).get("type") == "compaction"]
 
 
+def pins_held(script):
+    """Return how much of the pin cap the pinned messages of ``script`` hold, as a sentence."""
+    cap, source = pin_cap(script)
+    return f"Pins hold {pinned_tokens(script):,} of {cap:,} tokens ({source})."
+
+
+def record_line(record):
+    """Return one compaction record: its kind, strategy, time, figures and whether undone."""
+    result = record.result or {}
+    figures = (
+        f"{result.get('compacted_messages', '?')} messages, "
+        f"{result.get('original_tokens', '?')} → {result.get('new_tokens', '?')} tokens"
+    )
+    state = f"undone {when(record.undone_at.isoformat())}" if record.undone_at else "in effect"
+    return (
+        f"#{record.id} {record.kind} {record.strategy}, {when(record.created_at.isoformat())}: "
+        f"{figures}; {state}"
+    )
+
+
 class CmdAiHistory(MuxCommand):
     """
     Inspect an assistant's context: usage, live history, journal and compactions.
@@ -348,30 +393,36 @@ class CmdAiHistory(MuxCommand):
       aihistory [<assistant>]
       aihistory/journal [<assistant>]
       aihistory/compactions [<assistant>]
-      aihistory/archived [<assistant>] <summary id>
+      aihistory/archived [<assistant>] <row id>
+      aihistory/pins [<assistant>]
 
     Switches:
       journal     - the journal's entries in full, newest last (syntheses too)
-      compactions - every compaction summary, live or archived, and the syntheses
-      archived    - one summary in full, then the messages it replaced
+      compactions - every compaction (kind, strategy, figures, undone or not),
+                    every summary, live or archived, and the syntheses
+      archived    - one summary (or masked tool output) in full, then the
+                    messages it replaced
+      pins        - the pinned messages, and how much of their cap they hold
 
     Without a name, the only assistant in the room is shown. The plain form shows
     how full the context is against the compaction thresholds, each live summary
     in full with its metadata, the journal's synthesis entries, then the live
-    history, oldest first: each message's row id, role, tokens and a preview; in
-    it, summaries read "[CONTEXT SUMMARY] n msgs, kind, successive #k", and a
-    summary's row id is the one aihistory/archived takes. What was whispered to
-    the assistant (and its answer) is marked "(private to #dbref)": players
-    never see it, builders do.
+    history, oldest first: each message's row id (the one aicompact/pin and
+    aihistory/archived take), role, tokens and a preview; in it, summaries read
+    "[CONTEXT SUMMARY] n msgs, kind, successive #k", a masked tool output reads
+    "[masked <tool>, n tokens, <when it was archived>]", and a pinned message
+    starts with "[pinned]". What was whispered to the assistant (and its
+    answer) is marked "(private to #dbref)": players never see it, builders do.
 
     Examples:
       aihistory
       aihistory/compactions helper
       aihistory/archived helper 42
+      aihistory/pins helper
     """
 
     key = "aihistory"
-    switch_options = ("journal", "compactions", "archived")
+    switch_options = ("journal", "compactions", "archived", "pins")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
@@ -380,7 +431,7 @@ class CmdAiHistory(MuxCommand):
         if "archived" in self.switches:
             name, _, summary_id = name.rpartition(" ")
             if not summary_id.isdigit():
-                self.caller.msg("Usage: aihistory/archived [<assistant>] <summary id>")
+                self.caller.msg("Usage: aihistory/archived [<assistant>] <row id>")
                 return
         assistant = find_assistant(self.caller, name.strip())
         if assistant is None:
@@ -392,6 +443,8 @@ class CmdAiHistory(MuxCommand):
             text = self.compactions(assistant, script)
         elif "archived" in self.switches:
             text = self.archived(assistant, script, int(summary_id))
+        elif "pins" in self.switches:
+            text = self.pins(assistant, script)
         else:
             text = self.overview(assistant, script)
         evmore.msg(self.caller, text, session=self.session)
@@ -458,10 +511,34 @@ class CmdAiHistory(MuxCommand):
         return "\n".join(blocks)
 
     def compactions(self, assistant, script):
-        """Return every compaction summary with its metadata, and the synthesis entries' ids."""
+        """Return every compaction record, every summary with its metadata, and the
+        synthesis entries' ids."""
+        records = CompactionRecord.objects.filter(db_script_id=script.id)
         summaries = summaries_of(script)
-        if not summaries:
+        if not (records or summaries):
             return f"{assistant.key} has never compacted its context."
+        width = self.client_width()
+        lines = [f"Compactions of |w{assistant.key}|n (oldest first):"]
+        for record in records:
+            lines += wrap(record_line(record), width, subsequent_indent=INDENT)
+        in_effect = [record for record in records if not record.undone_at]
+        if in_effect:
+            lines.append(f"aicompact/undo {assistant.key} undoes #{in_effect[-1].id}.")
+        unrecorded = [str(row.pk) for row in summaries if row.made_by_id is None]
+        if unrecorded:
+            lines += wrap(
+                f"Made before compactions were recorded (no undo): summary {', '.join(unrecorded)}.",
+                width,
+            )
+        if summaries:
+            lines += ["Summaries (oldest first):", str(self.summary_table(summaries))]
+        syntheses = [entry["id"] for entry in journal_entries(assistant, "compaction")]
+        lines += wrap(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.", width)
+        return "\n".join(lines)
+
+    @staticmethod
+    def summary_table(summaries):
+        """Return an EvTable of summary rows: id, state, kind, time, messages, tokens."""
         table = EvTable(
             "|wid|n",
             "|wstate|n",
@@ -484,26 +561,39 @@ class CmdAiHistory(MuxCommand):
                 f"{metadata.get('summary_token_count', '?')}",
                 metadata.get("successive_compactions", 1),
             )
-        syntheses = [entry["id"] for entry in journal_entries(assistant, "compaction")]
-        return (
-            f"Compactions of |w{assistant.key}|n (oldest first):\n{table}\n"
-            f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}."
-        )
+        return table
 
-    def archived(self, assistant, script, summary_id):
-        """Return the messages that the summary ``summary_id`` replaced."""
-        summaries = {row.pk: row for row in summaries_of(script)}
-        if summary_id not in summaries:
+    def archived(self, assistant, script, row_id):
+        """Return a summary or masked tool output in full, then the messages it replaced."""
+        row = ConversationMessage.objects.filter(db_script_id=script.id, pk=row_id).first()
+        replaced = script.history.archived_by(row_id) if row else []
+        message = row and row_to_message(row)
+        if not (replaced or (message and is_summary(message))):
             return (
-                f"{summary_id} is not a summary of {assistant.key}'s history; "
+                f"{row_id} is not a summary or masked output of {assistant.key}'s history; "
                 "see aihistory/compactions."
             )
-        messages = script.history.archived_by(summary_id)
+        if is_summary(message):
+            heading, what = summary_block(message), f"summary {row_id}"
+        else:
+            described = preview(message, self.client_width() - len(f"Message {row_id}: "))
+            heading, what = f"|wMessage {row_id}|n: {described}", f"message {row_id}"
         return (
-            f"{summary_block(row_to_message(summaries[summary_id]))}\n"
-            f"Messages replaced by summary {summary_id}:\n"
-            f"{message_table(messages, self.client_width())}"
+            f"{heading}\nMessages replaced by {what}:\n"
+            f"{message_table(replaced, self.client_width())}"
         )
+
+    def pins(self, assistant, script):
+        """Return the pinned messages and how much of the cap they hold."""
+        pinned = script.history.pinned_messages()
+        held = pins_held(script)
+        if not pinned:
+            return "\n".join(
+                wrap(f"{assistant.key} has no pinned messages. {held}", self.client_width())
+            )
+        heading = f"Pinned messages of |w{assistant.key}|n ({len(pinned)}, oldest first):"
+        table = message_table(pinned, self.client_width())
+        return "\n".join([heading, str(table), *wrap(held, self.client_width())])
 
 
 @defer.inlineCallbacks
@@ -544,34 +634,86 @@ def compaction_report(extraction, compaction):
 
 class CmdAiCompact(MuxCommand):
     """
-    Compact an assistant's context now, whatever its usage.
+    Compact an assistant's context now, undo a compaction, or pin messages.
 
     Usage:
       aicompact [<assistant>]
+      aicompact/undo [<assistant>]
+      aicompact/pin <assistant> = <row id>[, <row id>...]
+      aicompact/unpin <assistant> = <row id>[, <row id>...]
+      aicompact/pinfact <assistant> = <fact>
 
-    The assistant first journals the facts of its history, then replaces all but
-    its last compact_preserve_window messages with one summary (an automatic
-    compaction also keeps 20% of the context window). You are told when it is
-    done; the replaced messages stay readable with aihistory/archived.
+    Switches:
+      undo    - put back live what the last compaction replaced; refused when
+                usage would then reach compact_emergency_threshold (the next
+                tick would compact again) unless you add /force
+      pin     - never compact or mask these messages (a tool call keeps its
+                results); the row ids are those aihistory lists
+      unpin   - let them be compacted again
+      pinfact - add a pinned "[PINNED FACT] <fact>" message to the history
+
+    The plain form first journals the facts of the history, then replaces all
+    but its last compact_preserve_window messages (and the pinned ones) with a
+    summary; you are told when it is done, and aihistory/archived shows what
+    was replaced. Pins may hold compact_pin_max_share of the context window.
 
     Examples:
       aicompact helper
+      aicompact/undo helper
+      aicompact/pin helper = 42
+      aicompact/pinfact helper = The east gate stays shut until the king returns.
     """
 
     key = "aicompact"
+    switch_options = ("undo", "force", "pin", "unpin", "pinfact")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
     def func(self):
         caller = self.caller
-        assistant = find_assistant(caller, self.args.strip())
+        action = [switch for switch in self.switches if switch != "force"]
+        if len(action) > 1 or ("force" in self.switches and action != ["undo"]):
+            caller.msg("Use one of /undo (with /force if need be), /pin, /unpin or /pinfact.")
+            return
+        action = action[0] if action else "compact"
+        if (self.rhs is None) != (action in ("compact", "undo")):
+            caller.msg(f"Usage: {self.usage_of(action)}")
+            return
+        assistant = find_assistant(caller, self.lhs.strip())
         if assistant is None:
             return
         script = assistant.assistant_script
-        running = script.ndb.manual_compaction
-        if script.ndb.compacting or script.ndb.extracting or (running and not running.called):
+        if action in ("compact", "undo") and self.busy(script):
             caller.msg(f"{assistant.key} is already compacting; wait until it is done.")
             return
+        {
+            "compact": self.compact,
+            "undo": self.undo,
+            "pin": self.pin,
+            "unpin": self.pin,
+            "pinfact": self.pin_fact,
+        }[action](assistant, script)
+
+    @staticmethod
+    def usage_of(action):
+        """Return the usage line of one form of the command."""
+        return {
+            "compact": "aicompact [<assistant>]",
+            "undo": "aicompact/undo[/force] [<assistant>]",
+            "pin": "aicompact/pin <assistant> = <row id>[, <row id>...]",
+            "unpin": "aicompact/unpin <assistant> = <row id>[, <row id>...]",
+            "pinfact": "aicompact/pinfact <assistant> = <fact>",
+        }[action]
+
+    @staticmethod
+    def busy(script):
+        """Return whether a compaction (or its extraction) of ``script`` is running."""
+        running = script.ndb.manual_compaction
+        return script.ndb.compacting or script.ndb.extracting or (running and not running.called)
+
+    def compact(self, assistant, script):
+        """Start a manual compaction; tell the caller its result when it is done."""
+        caller = self.caller
         caller.msg(f"{assistant.key} starts compacting: journaling facts, then summarizing.")
 
         def report(results):
@@ -584,6 +726,76 @@ class CmdAiCompact(MuxCommand):
         running = manual_compaction(script, assistant)
         script.ndb.manual_compaction = running
         running.addCallbacks(report, failed)
+
+    def undo(self, assistant, script):
+        """Undo the last compaction, or say why not."""
+        try:
+            done = undo_last_compaction(
+                script, assistant, force="force" in self.switches, by=self.caller.key
+            )
+        except UndoRefused as err:
+            hint = " Add /force to undo anyway." if err.forceable else ""
+            self.msg_wrapped(f"{assistant.key}: {err}.{hint}")
+            return
+        record = done["record"]
+        journal = [
+            f"{count} synthesis {'entry' if count == 1 else 'entries'} {what}"
+            for count, what in ((done["deleted"], "deleted"), (done["archived"], "archived"))
+            if count
+        ]
+        self.msg_wrapped(
+            f"{assistant.key}: undid the {record.kind} compaction #{record.id} of "
+            f"{when(record.created_at.isoformat())}: {done['restored']} messages are live "
+            f"again; the context holds {done['tokens']:,} of {done['max_tokens']:,} tokens "
+            f"({done['usage']:.1%})." + (f" Journal: {', '.join(journal)}." if journal else "")
+        )
+
+    def pin(self, assistant, script):
+        """Pin (or unpin) the messages the right-hand side names by row id."""
+        pinning = "pin" in self.switches
+        wanted = [part.strip() for part in self.rhs.split(",")]
+        if not all(part.isdigit() for part in wanted):
+            self.caller.msg(f"Usage: {self.usage_of('pin' if pinning else 'unpin')}")
+            return
+        wanted = [int(part) for part in wanted]
+        try:
+            ids = pin_messages(script, wanted, pinning)
+        except PinRefused as err:
+            self.msg_wrapped(f"{assistant.key}: {err}; unpin something first.")
+            return
+        missing = sorted(set(wanted) - set(ids))
+        if missing:
+            self.msg_wrapped(
+                f"{assistant.key} has no live message {', '.join(map(str, missing))}; "
+                f"aihistory {assistant.key} lists the row ids."
+            )
+        if ids:
+            done = "Pinned" if pinning else "Unpinned"
+            self.msg_wrapped(
+                f"{done} {len(ids)} message{'' if len(ids) == 1 else 's'} of {assistant.key} ({', '.join(map(str, ids))}"
+                f"{'' if set(ids) == set(wanted) else ': with their tool calls or results'}). "
+                f"{pins_held(script)}"
+            )
+
+    def pin_fact(self, assistant, script):
+        """Append the right-hand side to the history as a pinned fact."""
+        fact = " ".join(self.rhs.split())
+        if not fact:
+            self.caller.msg(f"Usage: {self.usage_of('pinfact')}")
+            return
+        try:
+            message = script.append_message(fact_message(script, fact, self.caller.key))
+        except PinRefused as err:
+            self.msg_wrapped(f"{assistant.key}: {err}; unpin something first.")
+            return
+        self.msg_wrapped(
+            f"Pinned a fact for {assistant.key} as message {message['id']} "
+            f"({message['token_count']} tokens). {pins_held(script)}"
+        )
+
+    def msg_wrapped(self, text):
+        """Send ``text`` wrapped to the client's width."""
+        self.caller.msg("\n".join(wrap(text, self.client_width())))
 
 
 class CmdAiConfirm(MuxCommand):

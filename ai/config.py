@@ -306,6 +306,11 @@ SCRIPT_CONFIG = {
         "Mask old tool outputs during sleep at this usage (masking and hybrid); the sleep "
         "threshold when that is lower",
     ),
+    "compact_pin_max_share": Option(
+        0.1,
+        fraction,
+        "Share of the context window that pinned messages may hold (see aicompact/pin)",
+    ),
     "compact_model": Option(
         None, optional(model_string), "Model for summaries; None uses the main model"
     ),

@@ -206,7 +206,8 @@ class ConversationHistory:
         """Validate and store one message at the end of the live history.
 
         Args:
-            message (dict): A ``{role, content, ...}`` message.
+            message (dict): A ``{role, content, ...}`` message; ``pinned`` True stores it
+                pinned (see :meth:`set_pinned`).
 
         Returns:
             dict: The stored message, with its ``id`` and ``token_count``.
@@ -232,6 +233,7 @@ class ConversationHistory:
                 "tool_call_id": message.get("tool_call_id"),
                 "metadata": message.get("metadata") or {},
                 "token_count": tokens,
+                "pinned": bool(message.get("pinned")),
             }
             # Raw SQL, as for the counter: the ORM's INSERT costs twice this one.
             row_id = insert_row(ConversationMessage, {"db_script_id": self.script.id, **values})

@@ -391,4 +391,7 @@ def _run_calls(calls, allowed, pattern, context, turn, result):
             stop = stop or "noop"
         elif tool.is_terminal and pattern.terminal_ends_loop:
             stop = stop or "terminal_tool"
+    for message in context.follow_ups:
+        turn.record(message)
+    context.follow_ups.clear()
     return stop, last

@@ -1,4 +1,5 @@
-"""Telling builders (on a log channel) and, if wished, the room that compaction ran."""
+"""Telling builders (on a log channel) and, if wished, the room that compaction ran or
+was undone."""
 
 from evennia.accounts.models import AccountDB
 from evennia.comms.models import ChannelDB
@@ -32,6 +33,15 @@ def open_log_channel():
     return channel
 
 
+def post_to_log_channel(script, text):
+    """Post ``text`` on the log channel; a failing channel is logged, never raised (what
+    it reports is already stored)."""
+    try:
+        log_channel().msg(text)
+    except Exception:
+        logger.log_trace(f"AI {script.label}: could not post to the log channel")
+
+
 def announce_compaction(script, character, result):
     """Report a finished compaction on the log channel, and to the room if configured."""
     text = (
@@ -41,11 +51,7 @@ def announce_compaction(script, character, result):
         f"({result['reduction_pct']:.0f}% less), compaction #{result['successive_compactions']} "
         "in a row"
     )
-    # The compaction is already stored: a failing channel or room must not undo its report.
-    try:
-        log_channel().msg(text)
-    except Exception:
-        logger.log_trace(f"AI {script.label}: could not post to the log channel")
+    post_to_log_channel(script, text)
     if script.get_config("compact_notify_room") and character.location:
         try:
             asleep = script.db.operating_mode == "sleep"

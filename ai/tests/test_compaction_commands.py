@@ -232,7 +232,9 @@ class TestAiHistory(CompactionCommandTestCase):
         )
         syntheses = [e["id"] for e in journal_entries(self.assistant)][1:]
         self.assertEqual(len(syntheses), 2)
-        self.assertIn(f"Synthesis entries in the journal: {', '.join(syntheses)}.", output)
+        self.assertIn(
+            f"Synthesis entries in the journal: {', '.join(syntheses)}.", " ".join(output.split())
+        )
 
     def test_archived_shows_the_replaced_messages(self):
         self.tell_facts()
@@ -257,12 +259,13 @@ class TestAiHistory(CompactionCommandTestCase):
             self.call(
                 CmdAiHistory(),
                 f"/archived Helper {wrong}",
-                f"{wrong} is not a summary of Helper's history; see aihistory/compactions.",
+                f"{wrong} is not a summary or masked output of Helper's history; "
+                "see aihistory/compactions.",
             )
         self.call(
             CmdAiHistory(),
             "/archived Helper",
-            "Usage: aihistory/archived [<assistant>] <summary id>",
+            "Usage: aihistory/archived [<assistant>] <row id>",
         )
 
     def test_locked_to_builders(self):

@@ -6,6 +6,7 @@ from . import (  # noqa: F401 (registers them)
     journal,
     memory,
     objects,
+    pins,
 )
 from .base import TOOL_CATEGORIES, Tool, ToolContext, ToolResult
 from .registry import (

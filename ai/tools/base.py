@@ -108,6 +108,8 @@ class ToolContext:
             then cites those it shares most words with.
         audience (list, optional): Who hears this turn (``ai.audience``): ``say`` reaches
             only them, and what the tools write is kept for them.
+        follow_ups (list): Messages a tool adds to the turn once the results of the
+            answer's tool calls are recorded (a result must follow its call directly).
     """
 
     script: object
@@ -117,6 +119,7 @@ class ToolContext:
     source_message_ids: list = field(default_factory=list)
     source_messages: list = field(default_factory=list)
     audience: list | None = None
+    follow_ups: list = field(default_factory=list)
 
     def sources_for(self, text):
         """Return the ids of the history messages that ``text``, which a tool writes, came from.

@@ -12,6 +12,8 @@ RESTORED_HEADER = "Kept from the journal:"
 NOTES_HEADER = "Notes:"
 # The first line of the journal entry that archives a compaction's summary.
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
+# How a fact pinned into the history opens (see ``ai.helpers.pins``).
+PINNED_FACT_MARKER = "[PINNED FACT]"
 # The first line of the transcript that a summary call receives.
 TRANSCRIPT_HEADER = "Conversation to summarize:"
 # The line that ends the transcript (a request to summarize may follow it).
