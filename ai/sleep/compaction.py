@@ -9,12 +9,12 @@ archived (linked to their summary), never deleted; messages appended meanwhile s
 failed, empty or not-smaller summary changes nothing.
 """
 
-from django.db import transaction
 from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
 from ..audience import audience_groups, with_audience
+from ..config import compact_strategy
 from ..context_usage import describe_frame, measure_context
 from ..helpers.journal import add_entry
 from ..history import HistoryChanged
@@ -27,14 +27,20 @@ from ..llm_interaction import (
     summary_model,
     summary_request,
 )
-from ..models import CompactionRecord
-from ..prompt_assembly import history_units, unit_start
+from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER, SYNTHESIS_MARKER
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
+from .common import (
+    old_messages,
+    replace_recorded,
+    save_figures,
+    skipped,
+    within_preserve_window,
+)
+from .masking import mask_tool_outputs
 from .notify import announce_compaction
 
-PRESERVE_TOKEN_SHARE = 0.2
 # From this many successive compactions on, summaries of summaries lose accuracy (said once).
 ACCURACY_WARNING_AT = 3
 # Room the summary call needs beside the transcript and its instructions: the answer
@@ -43,51 +49,6 @@ SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 # A transcript chunk is never made smaller than this, however small the window.
 MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
-
-
-def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKEN_SHARE):
-    """Split history into ``(to_compact, to_preserve)``.
-
-    The preserved tail is the larger of the last ``preserve_count`` messages and the most
-    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves
-    back to the start of a whole unit, so a tool call stays with its results.
-    """
-    start = preserve_start(history, preserve_count, token_share * max_tokens)
-    return history[:start], history[start:]
-
-
-def preserve_start(newest, preserve_count, keep_tokens):
-    """Return the index in ``newest`` of the first message :func:`split_history` preserves.
-
-    ``newest`` is the whole history or its newest part, as long as that part holds more
-    than ``preserve_count`` messages and more than ``keep_tokens`` tokens and begins with a
-    message that is not a tool result (see
-    :meth:`~ai.history.ConversationHistory.newest_outline`): the split then falls inside
-    it, where it falls in the whole history.
-    """
-    keep_by_tokens, used = 0, 0
-    for message in reversed(newest):
-        used += message["token_count"]
-        if used > keep_tokens:
-            break
-        keep_by_tokens += 1
-    boundary = max(len(newest) - max(preserve_count, keep_by_tokens), 0)
-    return unit_start(newest, boundary)
-
-
-def messages_to_compact(store, preserve_count, keep_tokens):
-    """Return the live messages that :func:`split_history` would not preserve, and the
-    history's revision when they were read.
-
-    The split is found in an outline of the newest messages (ids, roles, tool calls and
-    token counts); only the messages before it, all compacted but the pinned ones, are read
-    whole. A pin holds a whole tool-call unit (see ``ConversationHistory.set_pinned``).
-    """
-    newest = store.newest_outline(keep_tokens, preserve_count)
-    start = preserve_start(newest, preserve_count, keep_tokens)
-    before = newest[start]["position"] if start < len(newest) else None
-    unpinned = [message for message in store.messages(before=before) if not message.get("pinned")]
-    return unpinned, newest.revision
 
 
 def summarizer_window(script):
@@ -252,20 +213,18 @@ def record_outcome(script, kind, still_over):
     script.ndb.stuck_compactions = stuck
 
 
-def skipped(reason, **extra):
-    """Return the result of a compaction that did not run."""
-    return {"skipped": True, "reason": reason, **extra}
-
-
 @defer.inlineCallbacks
-def compact_conversation_history(script, character, force=False, kind=None):
-    """Compact the assistant's history if it is over its threshold (or if forced).
+def compact_conversation_history(script, character, force=False, kind=None, extract=None):
+    """Compact the assistant's history if it is over its threshold (or if forced), with
+    its ``compact_strategy`` (see :data:`RUNNERS`).
 
     Args:
         script (AssistantScript): The assistant's script.
         character (AssistantCharacter): The assistant (for its journal).
-        force (bool): Compact even below the sleep threshold (emergencies, builders).
+        force (bool): Compact even below the threshold (emergencies, builders).
         kind (str, optional): ``sleep``, ``emergency`` or ``manual``, for logs and results.
+        extract (callable, optional): Returns a Deferred; run just before a summary is made
+            (pre-compaction extraction), never when no summary is made.
 
     Returns:
         Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
@@ -276,30 +235,44 @@ def compact_conversation_history(script, character, force=False, kind=None):
     kind = kind or ("emergency" if force else "sleep")
     if not config["compact_enabled"] and not force:
         return skipped("compaction disabled")
-    store = script.history
-    if not len(store):
+    if not len(script.history):
         return skipped("no history")
     before = measure_context(script, character)
-    threshold = config["compact_sleep_threshold"]
+    threshold = start_threshold(config)
     if before.usage < threshold and not force:
         return skipped(
             f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
         )
-    # A builder who asks for a compaction gets one: only the preserve window's messages are
-    # kept, not 20% of the window (all of a short history at the default 100,000 tokens).
-    share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
-    to_compact, read_at = messages_to_compact(
-        store, config["compact_preserve_window"], share * before.max_tokens
-    )
-    if not to_compact:
-        return skipped(
-            "history within preserve window",
-            token_usage=before.usage,
-            hint=f"the last {config['compact_preserve_window']} messages are kept; lower "
-            "compact_preserve_window to compact more",
-        )
     if script.ndb.compacting:
         return skipped("a compaction is already running")
+    runner = RUNNERS[compact_strategy(config)]
+    return (yield runner(script, character, kind, before, config, extract))
+
+
+def start_threshold(config):
+    """Return the usage at which a compaction with ``config``'s strategy is due: the sleep
+    threshold, or the masking threshold when lower for the strategies that mask."""
+    threshold = config["compact_sleep_threshold"]
+    if compact_strategy(config) in ("masking", "hybrid"):
+        return min(threshold, config["compact_mask_threshold"])
+    return threshold
+
+
+@defer.inlineCallbacks
+def compact_with_summary(script, character, kind, before, config, extract=None):
+    """The ``summary`` strategy: replace the old messages with one summary per audience.
+
+    Args:
+        before (ContextUsage): The context's usage when the compaction started.
+        config (dict): The script's effective configuration.
+        extract (callable, optional): Run before the summary call (see
+            :func:`compact_conversation_history`).
+    """
+    to_compact, read_at = old_messages(script, kind, before, config)
+    if not to_compact:
+        return within_preserve_window(before, config)
+    if extract:
+        yield extract()
     script.ndb.compacting = True
     summaries = []
     try:
@@ -367,15 +340,16 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
     try:
-        with transaction.atomic():
-            record = CompactionRecord.objects.create(
-                db_script_id=script.id,
-                kind=kind,
-                strategy=strategy,
-                created_at=now,
-                result={"counted_for": store.counted_for},
-            )
-            stored = store.replace_with_summaries(to_compact, markers, read_at, record=record)
+        record, stored = replace_recorded(
+            script,
+            store,
+            kind,
+            strategy,
+            now,
+            lambda record: store.replace_with_summaries(
+                to_compact, markers, read_at, record=record
+            ),
+        )
     except HistoryChanged as err:
         return {"success": False, "kind": kind, "error": str(err)}
     for (audience, _, summary), message in zip(summaries, stored):
@@ -421,10 +395,7 @@ def _replace(script, character, kind, summaries, to_compact, read_at, before, st
         "strategy": strategy,
         "compaction_id": record.id,
     }
-    record.result.update(
-        (key, value) for key, value in result.items() if isinstance(value, (str, int, float))
-    )
-    record.save(update_fields=["result"])
+    save_figures(record, result)
     announce_compaction(script, character, result)
     return result
 
@@ -445,3 +416,45 @@ def what_is_too_large(usage, threshold, compaction):
         f"{cause}; the prompt is {describe_frame(usage)} and the history kept "
         f"{usage.history_tokens} tokens in {usage.message_count} messages"
     )
+
+
+@defer.inlineCallbacks
+def compact_hybrid(script, character, kind, before, config, extract=None):
+    """The ``hybrid`` strategy: mask old tool outputs, then summarize only when that did not
+    bring usage under the threshold of ``kind`` (the emergency one in an emergency, else the
+    sleep one).
+
+    Each step that ran writes its own record (``aicompact/undo`` takes the summary back
+    first). The result is that of the last step that changed the history, the other step's
+    under its name (``masking`` or ``summary``); when the summary ran, its token and usage
+    figures span both steps.
+    """
+    masked = mask_tool_outputs(script, character, kind, before, config)
+    now = measure_context(script, character)
+    limit = config[
+        "compact_emergency_threshold" if kind == "emergency" else "compact_sleep_threshold"
+    ]
+    if now.usage < limit:
+        return {**masked, "strategy": "hybrid"}
+    summary = yield compact_with_summary(script, character, kind, now, config, extract)
+    if not summary.get("success"):
+        if masked.get("success"):
+            return {**masked, "strategy": "hybrid", "summary": summary}
+        return {**summary, "strategy": "hybrid", "masking": masked}
+    return {
+        **summary,
+        "strategy": "hybrid",
+        "masking": masked,
+        "original_tokens": before.history_tokens,
+        "usage_before": before.usage,
+        "reduction_pct": (1 - summary["new_tokens"] / before.history_tokens) * 100,
+    }
+
+
+# The function that runs each compact_strategy, called with (script, character, kind,
+# usage before, config, extract) and firing with (or returning) the result dict.
+RUNNERS = {
+    "summary": compact_with_summary,
+    "masking": mask_tool_outputs,
+    "hybrid": compact_hybrid,
+}

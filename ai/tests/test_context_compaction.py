@@ -13,12 +13,11 @@ from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
 from ai.prompt_assembly import history_units
 from ai.sleep import run_sleep_tick
+from ai.sleep.common import messages_to_compact, split_history
 from ai.sleep.compaction import (
     MIN_CHUNK_TOKENS,
     SUMMARY_ANSWER_TOKENS,
     compact_conversation_history,
-    messages_to_compact,
-    split_history,
 )
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
@@ -251,7 +250,7 @@ class TestEmergencyCompaction(CompactionTestCase):
         )
         first = self.tick()["emergency"]
         self.assertTrue(first["still_over_threshold"])
-        with patch("ai.assistant_script.run_pre_compaction_extraction") as extraction:
+        with patch("ai.sleep.extraction.run_pre_compaction_extraction") as extraction:
             second = self.tick()
         extraction.assert_not_called()
         self.assertEqual(

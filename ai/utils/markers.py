@@ -16,3 +16,5 @@ SCORING_HEADER = "Journal entries to rate:"
 CONVERSATION_LINE = "Talking with "
 # How a recalled memory that a newer fact replaced opens (a model must not answer with it).
 SUPERSEDED_MARK = "(no longer true since "
+# The content that takes the place of a masked tool output (see ``ai.sleep.masking``).
+MASKED_OUTPUT = "[TOOL OUTPUT ARCHIVED - search history for details]"
