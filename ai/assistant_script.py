@@ -28,13 +28,9 @@ from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
 from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
-from .sleep.compaction import (
-    compact_conversation_history,
-    is_stuck,
-    record_outcome,
-    what_is_too_large,
-)
-from .sleep.extraction import run_pre_compaction_extraction, set_extraction_signal
+from .sleep.common import is_stuck, record_outcome
+from .sleep.compaction import compact_conversation_history, what_is_too_large
+from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
@@ -287,10 +283,12 @@ class AssistantScript(DefaultScript):
         logger.log_warn(
             f"AI {self.label}: Emergency compaction triggered: {usage.usage:.0%} context usage"
         )
-        extraction = yield run_pre_compaction_extraction(
+        extraction = ExtractionBeforeSummary(
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
         )
-        compaction = yield compact_conversation_history(self, character, force=True)
+        compaction = yield compact_conversation_history(
+            self, character, force=True, extract=extraction
+        )
         after = self.context_usage()
         still_over = after.usage >= threshold
         record_outcome(self, "emergency", still_over)
@@ -300,7 +298,7 @@ class AssistantScript(DefaultScript):
                 f"({what_is_too_large(after, threshold, compaction)}); going on"
             )
         return {
-            "pre_compaction_extraction": extraction,
+            "pre_compaction_extraction": extraction.result,
             "context_compaction": compaction,
             "still_over_threshold": still_over,
         }

@@ -19,7 +19,7 @@ from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
 from .audience import describe_audience, message_audience, with_audience
-from .config import SCRIPT_CONFIG, ConfigError, parse_value
+from .config import SCRIPT_CONFIG, ConfigError, compact_strategy, parse_value
 from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
 from .helpers.memory_links import memory_namespace
@@ -35,8 +35,8 @@ from .pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
 from .prompt_contexts import CONTEXT_TICK_EVENT
 from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
-from .sleep.extraction import run_pre_compaction_extraction
 from .sleep.undo import UndoRefused, undo_last_compaction
+from .sleep.extraction import ExtractionBeforeSummary
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, summary_text, tool_call_text
@@ -603,9 +603,11 @@ def manual_compaction(script, character):
     Returns:
         Deferred: Fires with ``(extraction result, compaction result)``.
     """
-    extraction = yield run_pre_compaction_extraction(script, character)
-    compaction = yield compact_conversation_history(script, character, force=True, kind="manual")
-    return extraction, compaction
+    extraction = ExtractionBeforeSummary(script, character)
+    compaction = yield compact_conversation_history(
+        script, character, force=True, kind="manual", extract=extraction
+    )
+    return extraction.result, compaction
 
 
 def compaction_report(extraction, compaction):
@@ -614,22 +616,38 @@ def compaction_report(extraction, compaction):
         None if extraction["success"] else f"extraction stopped: {extraction['stop_reason']}"
     )
     facts = f"{extraction['facts_recorded']} facts journaled" + (f" ({note})" if note else "")
+    masked = compaction.get("masking") or {}
+    if masked.get("success"):  # a hybrid compaction masked, then summarized
+        facts += f"; masked {masked['compacted_messages']} old tool outputs"
     if compaction.get("skipped"):
         hint = f" ({compaction['hint']})" if compaction.get("hint") else ""
         return f"{facts}; compaction skipped: {compaction['reason']}{hint}."
     if not compaction["success"]:
         return f"{facts}; compaction failed: {compaction['error']}."
+    what = "old tool outputs masked" if "placeholder_ids" in compaction else "messages"
     text = (
-        f"{facts}; compacted {compaction['compacted_messages']} messages: "
+        f"{facts}; compacted {compaction['compacted_messages']} {what}: "
         f"{compaction['original_tokens']} → {compaction['new_tokens']} tokens "
         f"({compaction['reduction_pct']:.0f}% less)."
     )
-    if compaction["successive_compactions"] >= ACCURACY_WARNING_AT:
+    summary = compaction.get("summary")
+    if summary:  # a hybrid compaction masked, and its summary did not follow
+        text += f" No summary: {summary.get('error') or summary.get('reason')}."
+    if compaction.get("successive_compactions", 0) >= ACCURACY_WARNING_AT:
         text += (
             f" This is compaction #{compaction['successive_compactions']} in a row: "
             "check the synthesis entries (aihistory/journal)."
         )
     return text
+
+
+# What ``aicompact`` says a compaction with each strategy will do.
+COMPACTION_STEPS = {
+    "summary": "journaling facts, then summarizing",
+    "masking": "masking old tool outputs",
+    "assistant_runs": "journaling facts, then summarizing runs of its own messages",
+    "hybrid": "masking old tool outputs, then journaling facts and summarizing if needed",
+}
 
 
 class CmdAiCompact(MuxCommand):
@@ -652,10 +670,14 @@ class CmdAiCompact(MuxCommand):
       unpin   - let them be compacted again
       pinfact - add a pinned "[PINNED FACT] <fact>" message to the history
 
-    The plain form first journals the facts of the history, then replaces all
-    but its last compact_preserve_window messages (and the pinned ones) with a
-    summary; you are told when it is done, and aihistory/archived shows what
-    was replaced. Pins may hold compact_pin_max_share of the context window.
+    The plain form compacts all but the last compact_preserve_window messages
+    (and the pinned ones; an automatic compaction also keeps 20% of the context
+    window) with the assistant's compact_strategy: summary journals the facts,
+    then replaces them with one summary; masking replaces old tool outputs with
+    placeholders; assistant_runs summarizes each run of its own messages;
+    hybrid masks, then summarizes if usage is still over the sleep threshold.
+    You are told when it is done; aihistory/archived shows what was replaced.
+    Pins may hold compact_pin_max_share of the context window.
 
     Examples:
       aicompact helper
@@ -714,7 +736,8 @@ class CmdAiCompact(MuxCommand):
     def compact(self, assistant, script):
         """Start a manual compaction; tell the caller its result when it is done."""
         caller = self.caller
-        caller.msg(f"{assistant.key} starts compacting: journaling facts, then summarizing.")
+        steps = COMPACTION_STEPS[compact_strategy(script.effective_config())]
+        caller.msg(f"{assistant.key} starts compacting: {steps}.")
 
         def report(results):
             caller.msg(f"{assistant.key}: {compaction_report(*results)}")

@@ -42,8 +42,15 @@ CONTEXT_SLEEP_CONSOLIDATE = "sleep_consolidate"
 CONTEXT_GOAL_DECOMPOSE = "goal_decompose"
 CONTEXT_PRE_COMPACTION = "pre_compaction"
 
-REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal"]
-SLEEP_TOOLS = ["noop", "add_journal_entry", "review_journal", "recall_memories", "store_memory"]
+REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal", "search_history"]
+SLEEP_TOOLS = [
+    "noop",
+    "add_journal_entry",
+    "review_journal",
+    "search_history",
+    "recall_memories",
+    "store_memory",
+]
 PRE_COMPACTION_TOOLS = ["noop", "add_journal_entry", "update_entity_observation"]
 
 # Most restrictive first: a layer may only move a mode towards the front.

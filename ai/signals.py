@@ -30,13 +30,16 @@ class CompactionPlan:
 
     Attributes:
         kind (str): ``sleep``, ``emergency`` or ``manual``.
-        strategy (str): How the messages are compacted: ``summary``.
-        messages (list): The messages to compact, oldest first (read them, do not change them).
+        strategy (str): The ``compact_strategy``: ``summary``, ``masking``,
+            ``assistant_runs`` or ``hybrid``.
+        messages (list): The messages older than the preserve window, but pinned ones, that
+            the strategy may replace, oldest first (read them, do not change them).
         message_count (int): How many they are.
         tokens (int): Their stored tokens.
         history_tokens (int): The live history's tokens.
-        notes (list): Lines added by receivers, appended to every summary of this compaction
-            and listed in its result.
+        notes (list): Lines added by receivers, appended to every ``[CONTEXT SUMMARY]`` of
+            this compaction and listed in its result.
+        read_at (int or None): The history's revision when ``messages`` were read.
     """
 
     kind: str
@@ -45,6 +48,7 @@ class CompactionPlan:
     message_count: int
     tokens: int
     history_tokens: int
+    read_at: int = None
     notes: list = field(default_factory=list)
 
     def add_note(self, text):

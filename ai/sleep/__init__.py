@@ -7,8 +7,8 @@
 3. ``prune_orphaned_memory_links``: links whose memory or entry is gone;
 4. ``prune_low_importance_entries``: old, unimportant, consolidated entries archived;
 5. ``clear_stale_conversations``: working memory of conversations that ended;
-6. ``run_pre_compaction_extraction``, then ``compact_conversation_history``, when the
-   context is over ``compact_sleep_threshold``.
+6. ``compact_conversation_history`` with the assistant's ``compact_strategy``, when the
+   context is over its threshold; ``run_pre_compaction_extraction`` just before a summary.
 
 After the first step, a ``sleep_consolidate`` run lets the model review what was just
 remembered, and new entries may get a model importance score. Each step takes one bounded
@@ -25,19 +25,14 @@ from ..helpers.entity_context import run_entity_consolidation_batch
 from ..helpers.episodic_index import prune_low_importance_entries
 from ..helpers.working_memory import clear_stale_conversations
 from ..importance_scoring import score_entries_with_model
-from .compaction import (
-    compact_conversation_history,
-    is_stuck,
-    record_outcome,
-    skipped,
-    what_is_too_large,
-)
+from .common import is_stuck, record_outcome, skipped
+from .compaction import compact_conversation_history, start_threshold, what_is_too_large
 from .consolidation import (
     consolidate_memories_to_semantic,
     prune_orphaned_memory_links,
     review_new_memories,
 )
-from .extraction import not_run, run_pre_compaction_extraction
+from .extraction import ExtractionBeforeSummary, not_run
 
 # Items of a list that the record of the last sleep keeps.
 MAX_LISTED = 20
@@ -120,17 +115,19 @@ def run_step(script, name, step):
 
 @defer.inlineCallbacks
 def compact_if_due(script, character, config):
-    """Journal facts, then compact, if the context is over the sleep threshold.
+    """Compact, journaling facts first when a summary is made, if the context is over the
+    threshold of the assistant's strategy (see ``start_threshold``).
 
-    Extraction runs only when compaction is due, since it calls the model. When the last
-    dreaming tick's compaction left usage over the threshold (the summary failed or was
-    refused, or the preserved messages alone are that large), nothing runs again until
-    the history changes: sleeping must not repeat the same model calls tick after tick.
+    Extraction runs only just before a summary call, since it calls the model; masking
+    alone needs none. When the last dreaming tick's compaction left usage over the
+    threshold (the summary failed or was refused, nothing was worth masking, or the
+    preserved messages alone are that large), nothing runs again until the history
+    changes: sleeping must not repeat the same work tick after tick.
 
     Returns:
         Deferred: Fires with ``{"pre_compaction_extraction": ..., "context_compaction": ...}``.
     """
-    threshold = config["compact_sleep_threshold"]
+    threshold = start_threshold(config)
     due = config["compact_enabled"] and measure_context(script, character).usage >= threshold
     if not due:
         compaction = yield compact_conversation_history(script, character)
@@ -144,15 +141,15 @@ def compact_if_due(script, character, config):
             "pre_compaction_extraction": not_run(reason),
             "context_compaction": skipped(reason),
         }
-    extraction = yield run_pre_compaction_extraction(script, character)
-    compaction = yield compact_conversation_history(script, character)
+    extraction = ExtractionBeforeSummary(script, character)
+    compaction = yield compact_conversation_history(script, character, extract=extraction)
     after = measure_context(script, character)
     still_over = after.usage >= threshold
     record_outcome(script, "sleep", still_over)
     if still_over:
         logger.log_warn(
-            f"AI {script.label}: still over the sleep threshold after compaction "
-            f"({what_is_too_large(after, threshold, compaction)}); not retrying until the "
-            "history changes"
+            f"AI {script.label}: still over the sleep compaction's threshold ({threshold:.0%}) "
+            f"after compaction ({what_is_too_large(after, threshold, compaction)}); not "
+            "retrying until the history changes"
         )
-    return {"pre_compaction_extraction": extraction, "context_compaction": compaction}
+    return {"pre_compaction_extraction": extraction.result, "context_compaction": compaction}

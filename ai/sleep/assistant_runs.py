@@ -28,13 +28,9 @@ from ..audience import message_audience
 from ..history import HistoryChanged
 from ..prompt_assembly import history_units
 from ..utils.message_format import is_summary
+from .common import finish, old_messages, replace_recorded, skipped
 from .compaction import (
     compaction_message,
-    finish,
-    keep_tokens,
-    older_than_preserved,
-    skipped,
-    store_recorded,
     summarize,
 )
 
@@ -61,7 +57,7 @@ def find_runs(messages):
 
     Args:
         messages (list): The messages older than the preserve window, pinned ones included
-            (``compaction.older_than_preserved``), oldest first.
+            (``common.old_messages``), oldest first.
 
     Returns:
         list: Each run a list of consecutive messages: whole tool-call units of assistant
@@ -99,29 +95,33 @@ def _close(run, runs):
 
 
 @defer.inlineCallbacks
-def compact_assistant_runs(script, character, kind, before, config):
+def compact_assistant_runs(script, character, plan, before, config, extract=None):
     """Replace each run of assistant messages older than the preserve window by a summary.
 
     Args:
         script (AssistantScript): The assistant's script.
         character (AssistantCharacter): The assistant.
-        kind (str): ``sleep``, ``emergency`` or ``manual``.
+        plan (CompactionPlan): The compaction's kind and strategy (``ai.signals``); its
+            messages leave out the pinned ones, which end runs, so they are read again.
         before (ContextUsage): The usage measured before the compaction.
         config (dict): The script's effective configuration.
+        extract (callable, optional): Run before the first summary call (pre-compaction
+            extraction), when there is a run to summarize.
 
     Returns:
         Deferred: Fires with the result dict of ``compact_conversation_history``, with
         ``runs`` (the runs replaced) and ``runs_kept`` (those whose summary was not
         smaller).
     """
-    older, _ = older_than_preserved(
-        script.history, config["compact_preserve_window"], keep_tokens(kind, before)
-    )
+    kind = plan.kind
+    older, _ = old_messages(script, kind, before, config, with_pinned=True)
     runs = find_runs(older)
     if not runs:
         return skipped(
             "no run of two or more assistant messages to compact", token_usage=before.usage
         )
+    if extract:
+        yield extract()
     script.ndb.compacting = True
     summaries = []
     try:
@@ -159,12 +159,14 @@ def _replace_runs(script, character, kind, runs, summaries, before):
     if not replacements:
         return _failed(script, kind, "refused", "no run's summary is smaller than the run")
     try:
-        record, stored = store_recorded(
+        store = script.history
+        record, stored = replace_recorded(
             script,
+            store,
             kind,
             STRATEGY,
             now,
-            lambda store, record: store.replace_each(replacements, record),
+            lambda record: store.replace_each(replacements, record),
         )
     except HistoryChanged as err:
         return _failed(script, kind, "abandoned", str(err))

@@ -1,4 +1,10 @@
-"""Context compaction: replace old history with one ``[CONTEXT SUMMARY]`` message.
+"""Context compaction: the strategies, and the summary that replaces old history with one
+``[CONTEXT SUMMARY]`` message.
+
+``compact_strategy`` chooses what a compaction does to the messages older than the preserve
+window (:data:`RUNNERS`): ``summary`` (below), ``masking`` (``ai.sleep.masking``),
+``assistant_runs`` (``ai.sleep.assistant_runs``) or ``hybrid`` (masking, then a summary if
+usage is still over the threshold).
 
 The split keeps a preserve window of recent messages verbatim (the last
 ``compact_preserve_window`` messages or the most recent 20% of ``max_context_tokens``,
@@ -12,7 +18,8 @@ Facts journaled from the compacted messages that a summary dropped are appended 
 (``quality_gate``); ``ai.signals`` tells receivers before and after, and lets them veto.
 """
 
-from django.db import transaction
+from dataclasses import replace
+
 from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
@@ -30,8 +37,7 @@ from ..llm_interaction import (
     summary_instructions,
     summary_model,
 )
-from ..models import CompactionRecord
-from ..prompt_assembly import history_units, unit_start
+from ..prompt_assembly import history_units
 from ..signals import CompactionPlan, post_compaction, pre_compaction, send_logged
 from ..utils.markers import (
     NOTES_HEADER,
@@ -41,10 +47,18 @@ from ..utils.markers import (
 )
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
-from .notify import announce_compaction
+from .common import (
+    finish,
+    is_stuck,
+    old_messages,
+    replace_recorded,
+    skipped,
+    stalled,
+    within_preserve_window,
+)
+from .masking import mask_tool_outputs
 from .quality_gate import restore_dropped
 
-PRESERVE_TOKEN_SHARE = 0.2
 # From this many successive compactions on, summaries of summaries lose accuracy (said once).
 ACCURACY_WARNING_AT = 3
 # Room the summary call needs beside the transcript and its instructions: the answer
@@ -53,59 +67,6 @@ SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 # A transcript chunk is never made smaller than this, however small the window.
 MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
-# A compaction that would remove less than this share of the history's tokens stalls.
-STALL_SHARE = 0.05
-
-
-def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKEN_SHARE):
-    """Split history into ``(to_compact, to_preserve)``.
-
-    The preserved tail is the larger of the last ``preserve_count`` messages and the most
-    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves
-    back to the start of a whole unit, so a tool call stays with its results.
-    """
-    start = preserve_start(history, preserve_count, token_share * max_tokens)
-    return history[:start], history[start:]
-
-
-def preserve_start(newest, preserve_count, keep_tokens):
-    """Return the index in ``newest`` of the first message :func:`split_history` preserves.
-
-    ``newest`` is the whole history or its newest part, as long as that part holds more
-    than ``preserve_count`` messages and more than ``keep_tokens`` tokens and begins with a
-    message that is not a tool result (see
-    :meth:`~ai.history.ConversationHistory.newest_outline`): the split then falls inside
-    it, where it falls in the whole history.
-    """
-    keep_by_tokens, used = 0, 0
-    for message in reversed(newest):
-        used += message["token_count"]
-        if used > keep_tokens:
-            break
-        keep_by_tokens += 1
-    boundary = max(len(newest) - max(preserve_count, keep_by_tokens), 0)
-    return unit_start(newest, boundary)
-
-
-def messages_to_compact(store, preserve_count, keep_tokens):
-    """Return the live messages that :func:`split_history` would not preserve, and the
-    history's revision when they were read.
-
-    The split is found in an outline of the newest messages (ids, roles, tool calls and
-    token counts); only the messages before it, all compacted but the pinned ones, are read
-    whole. A pin holds a whole tool-call unit (see ``ConversationHistory.set_pinned``).
-    """
-    older, revision = older_than_preserved(store, preserve_count, keep_tokens)
-    return [message for message in older if not message.get("pinned")], revision
-
-
-def older_than_preserved(store, preserve_count, keep_tokens):
-    """Return the live messages, pinned ones included, that :func:`split_history` would not
-    preserve, and the history's revision when they were read."""
-    newest = store.newest_outline(keep_tokens, preserve_count)
-    start = preserve_start(newest, preserve_count, keep_tokens)
-    before = newest[start]["position"] if start < len(newest) else None
-    return store.messages(before=before), newest.revision
 
 
 def summarizer_window(script):
@@ -255,122 +216,92 @@ def previous_successive_count(messages):
     return counts[-1] if counts else 0
 
 
-def is_stuck(script, kind):
-    """Return whether a ``kind`` compaction would only repeat the last one that did not help.
-
-    True when the last ``kind`` compaction stalled or left usage over its threshold, and the
-    history has not changed since.
-    """
-    return (script.ndb.stuck_compactions or {}).get(kind) == script.history.totals()
-
-
-def record_outcome(script, kind, still_over):
-    """Remember whether a ``kind`` compaction left usage over its threshold (or stalled).
-
-    The history's state is kept with it, so that :func:`is_stuck` holds until it changes.
-    """
-    stuck = dict(script.ndb.stuck_compactions or {})
-    stuck[kind] = script.history.totals() if still_over else None
-    script.ndb.stuck_compactions = stuck
-
-
-def skipped(reason, **extra):
-    """Return the result of a compaction that did not run."""
-    return {"skipped": True, "reason": reason, **extra}
-
-
-def stalled(script, kind, removed, history_tokens):
-    """Return the failed result of a compaction removing ``removed`` of ``history_tokens``
-    tokens, when that is under ``STALL_SHARE``; else None.
-
-    A stall is remembered (:func:`record_outcome`): it is not tried again, but by a builder,
-    until the history changes.
-    """
-    if removed >= STALL_SHARE * history_tokens:
-        return None
-    error = (
-        f"stalled: it would remove {removed} of the history's {history_tokens} tokens "
-        f"({removed / history_tokens:.1%}, under {STALL_SHARE:.0%})"
-    )
-    logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
-    record_outcome(script, kind, True)
-    return {"success": False, "kind": kind, "error": error, "stalled": True}
-
-
 @defer.inlineCallbacks
-def compact_conversation_history(script, character, force=False, kind=None):
-    """Compact the assistant's history if it is over its threshold (or if forced).
+def compact_conversation_history(script, character, force=False, kind=None, extract=None):
+    """Compact the assistant's history if it is over its threshold (or if forced), with
+    its ``compact_strategy`` (see :data:`RUNNERS`).
+
+    ``pre_compaction`` receivers see the plan first and may veto it; ``post_compaction``
+    receivers get the result (see ``ai.signals``).
 
     Args:
         script (AssistantScript): The assistant's script.
         character (AssistantCharacter): The assistant (for its journal).
-        force (bool): Compact even below the sleep threshold (emergencies, builders).
+        force (bool): Compact even below the threshold (emergencies, builders).
         kind (str, optional): ``sleep``, ``emergency`` or ``manual``, for logs and results.
             Only ``manual`` runs again after a stall with the history unchanged.
+        extract (callable, optional): Returns a Deferred; run just before a summary is made
+            (pre-compaction extraction), never when no summary is made.
 
     Returns:
         Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
         False and ``error`` (and ``stalled`` True for a stall); or ``success`` True with the
         counts, ``original_tokens``, ``new_tokens`` (history tokens before and after),
-        ``reduction_pct``, ``facts_checked``, ``facts_appended`` and more.
+        ``reduction_pct``, ``strategy``, ``compaction_id`` and more.
     """
     config = script.effective_config()
     kind = kind or ("emergency" if force else "sleep")
     if not config["compact_enabled"] and not force:
         return skipped("compaction disabled")
-    store = script.history
-    if not len(store):
+    if not len(script.history):
         return skipped("no history")
     before = measure_context(script, character)
-    threshold = config["compact_sleep_threshold"]
+    threshold = start_threshold(config)
     if before.usage < threshold and not force:
         return skipped(
             f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
         )
     if kind != "manual" and is_stuck(script, kind):
         return skipped(f"the last {kind} compaction did not help; history unchanged")
-    to_compact, read_at = messages_to_compact(
-        store, config["compact_preserve_window"], keep_tokens(kind, before)
-    )
-    if not to_compact:
-        return skipped(
-            "history within preserve window",
-            token_usage=before.usage,
-            hint=f"the last {config['compact_preserve_window']} messages are kept; lower "
-            "compact_preserve_window to compact more",
-        )
     if script.ndb.compacting:
         return skipped("a compaction is already running")
+    to_compact, read_at = old_messages(script, kind, before, config)
+    if not to_compact:
+        return within_preserve_window(before, config)
     tokens = sum(message["token_count"] for message in to_compact)
     stall = stalled(script, kind, tokens, before.history_tokens)
     if stall:
         return stall
     strategy = compact_strategy(config)
     plan = CompactionPlan(
-        kind, strategy, to_compact, len(to_compact), tokens, before.history_tokens
+        kind, strategy, to_compact, len(to_compact), tokens, before.history_tokens, read_at
     )
     vetoes = send_logged(pre_compaction, script, character=character, plan=plan)
     if vetoes:
         logger.log_info(f"AI {script.label}: {kind} compaction vetoed: {'; '.join(vetoes)}")
         result = skipped(f"vetoed: {'; '.join(vetoes)}", kind=kind, vetoed=True)
-    elif strategy == "assistant_runs":
-        from .assistant_runs import compact_assistant_runs  # it builds on this module
-
-        result = yield compact_assistant_runs(script, character, kind, before, config)
     else:
-        result = yield summarize_and_replace(script, character, plan, read_at, before)
+        result = yield RUNNERS[strategy](script, character, plan, before, config, extract)
     send_logged(post_compaction, script, character=character, result=result)
     return result
 
 
+def start_threshold(config):
+    """Return the usage at which a compaction with ``config``'s strategy is due: the sleep
+    threshold, or the masking threshold when lower for the strategies that mask."""
+    threshold = config["compact_sleep_threshold"]
+    if compact_strategy(config) in ("masking", "hybrid"):
+        return min(threshold, config["compact_mask_threshold"])
+    return threshold
+
+
 @defer.inlineCallbacks
-def summarize_and_replace(script, character, plan, read_at, before):
-    """Summarize ``plan``'s messages, one summary per audience, checked by the quality gate
-    and with the plan's notes; then store them (:func:`_replace`).
+def compact_with_summary(script, character, plan, before, config, extract=None):
+    """The ``summary`` strategy: replace ``plan``'s messages with one summary per audience,
+    checked by the quality gate and with the plan's notes.
+
+    Args:
+        plan (CompactionPlan): What to compact (``ai.signals``).
+        before (ContextUsage): The context's usage when the compaction started.
+        config (dict): The script's effective configuration.
+        extract (callable, optional): Run before the summary call (see
+            :func:`compact_conversation_history`).
 
     Returns:
         Deferred: Fires with the compaction's result dict.
     """
+    if extract:
+        yield extract()
     script.ndb.compacting = True
     summaries, checked, appended = [], 0, []
     try:
@@ -390,27 +321,7 @@ def summarize_and_replace(script, character, plan, read_at, before):
     finally:
         script.ndb.compacting = False
     gate = {"facts_checked": checked, "facts_appended": len(appended), "appended_entries": appended}
-    return _replace(
-        script,
-        character,
-        plan.kind,
-        summaries,
-        plan.messages,
-        read_at,
-        before,
-        gate,
-        plan.notes,
-        plan.strategy,
-    )
-
-
-def keep_tokens(kind, before):
-    """Return the tokens of recent history that a ``kind`` compaction keeps at least.
-
-    A builder who asks for a compaction gets one: only the preserve window's messages are
-    kept, not 20% of the window (all of a short history at the default 100,000 tokens).
-    """
-    return (0 if kind == "manual" else PRESERVE_TOKEN_SHARE) * before.max_tokens
+    return _replace(script, character, plan, summaries, before, gate)
 
 
 def summary_message(kind, audience, members, summary, model, now):
@@ -449,21 +360,21 @@ def compaction_message(role, content, kind, audience, members, model, now, **ext
     return message
 
 
-def _replace(
-    script, character, kind, summaries, to_compact, read_at, before, gate, notes, strategy
-):
-    """Store the summaries in place of ``to_compact`` and archive them; return the result.
+def _replace(script, character, plan, summaries, before, gate):
+    """Store the summaries in place of ``plan``'s messages and archive them; return the
+    result.
 
     Args:
+        plan (CompactionPlan): What was compacted, read at ``plan.read_at``.
         summaries (list): ``(audience, messages, summary text)`` for each audience.
-        read_at (int): The history's revision when ``to_compact`` was read.
+        before (ContextUsage): The context's usage when the compaction started.
         gate (dict): What the quality gate did (``facts_checked``, ``facts_appended``...),
             for the result.
-        notes (list): The notes ``pre_compaction`` receivers added, for the result.
-        strategy (str): The compaction strategy that chose ``to_compact``.
     """
+    kind, to_compact = plan.kind, plan.messages
     # The store of the model now: the model may have changed during the summary call.
-    model = script.history.model
+    store = script.history
+    model = store.model
     compacted_tokens = sum(message["token_count"] for message in to_compact)
     now = timezone.now()
     markers = [
@@ -483,13 +394,14 @@ def _replace(
     if stall:
         return stall
     try:
-        record, stored = store_recorded(
+        record, stored = replace_recorded(
             script,
+            store,
             kind,
-            strategy,
+            plan.strategy,
             now,
-            lambda store, record: store.replace_with_summaries(
-                to_compact, markers, read_at, record=record
+            lambda record: store.replace_with_summaries(
+                to_compact, markers, plan.read_at, record=record
             ),
         )
     except HistoryChanged as err:
@@ -520,71 +432,11 @@ def _replace(
         "summary_id": stored[0]["id"],
         "summary_ids": [message["id"] for message in stored],
         **gate,
-        "notes": list(notes),
+        "notes": list(plan.notes),
     }
     restored = gate["facts_appended"]
     written = "summary" + (f", {restored} facts restored from the journal" if restored else "")
     return finish(script, character, record, before, result, written)
-
-
-def store_recorded(script, kind, strategy, now, write):
-    """Run ``write(store, record)`` in one transaction with the ``CompactionRecord`` it
-    writes for, so that ``aicompact/undo`` can put back what it replaced.
-
-    Returns:
-        tuple: ``(record, what write returned)``.
-
-    Raises:
-        HistoryChanged: from ``write``; nothing is stored, the record neither.
-    """
-    store = script.history
-    with transaction.atomic():
-        record = CompactionRecord.objects.create(
-            db_script_id=script.id,
-            kind=kind,
-            strategy=strategy,
-            created_at=now,
-            result={"counted_for": store.counted_for},
-        )
-        return record, write(store, record)
-
-
-def finish(script, character, record, before, result, written):
-    """Complete the result of the stored compaction ``record``, log it, keep its figures in
-    the record and announce it; return the result.
-
-    Args:
-        before (ContextUsage): The usage measured before the compaction.
-        result (dict): What the strategy reports (``compacted_messages`` at least).
-        written (str): What the compacted messages became, for the log.
-    """
-    script.db.last_compaction = record.created_at.isoformat()
-    after = measure_context(script, character)
-    reduction = (1 - after.history_tokens / before.history_tokens) * 100
-    compacted = result["compacted_messages"]
-    logger.log_info(
-        f"AI {script.label}: Context compaction: {compacted} messages → {written}, "
-        f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
-    )
-    result = {
-        "success": True,
-        "kind": record.kind,
-        "preserved_messages": before.message_count - compacted,
-        "original_tokens": before.history_tokens,
-        "new_tokens": after.history_tokens,
-        "reduction_pct": reduction,
-        "usage_before": before.usage,
-        "usage_after": after.usage,
-        "strategy": record.strategy,
-        "compaction_id": record.id,
-        **result,
-    }
-    record.result.update(
-        (key, value) for key, value in result.items() if isinstance(value, (str, int, float))
-    )
-    record.save(update_fields=["result"])
-    announce_compaction(script, character, result)
-    return result
 
 
 def what_is_too_large(usage, threshold, compaction):
@@ -603,3 +455,68 @@ def what_is_too_large(usage, threshold, compaction):
         f"{cause}; the prompt is {describe_frame(usage)} and the history kept "
         f"{usage.history_tokens} tokens in {usage.message_count} messages"
     )
+
+
+@defer.inlineCallbacks
+def compact_hybrid(script, character, plan, before, config, extract=None):
+    """The ``hybrid`` strategy: mask old tool outputs, then summarize only when that did not
+    bring usage under the threshold of ``plan.kind`` (the emergency one in an emergency,
+    else the sleep one).
+
+    Each step that ran writes its own record (``aicompact/undo`` takes the summary back
+    first). The result is that of the last step that changed the history, the other step's
+    under its name (``masking`` or ``summary``); when the summary ran, its token and usage
+    figures span both steps.
+    """
+    masked = mask_tool_outputs(script, character, plan, before, config)
+    now = measure_context(script, character)
+    limit = config[
+        "compact_emergency_threshold" if plan.kind == "emergency" else "compact_sleep_threshold"
+    ]
+    if now.usage < limit:
+        return {**masked, "strategy": "hybrid"}
+    to_compact, read_at = old_messages(script, plan.kind, now, config)
+    tokens = sum(message["token_count"] for message in to_compact)
+    summarized = replace(
+        plan,
+        strategy="summary",
+        messages=to_compact,
+        message_count=len(to_compact),
+        tokens=tokens,
+        history_tokens=now.history_tokens,
+        read_at=read_at,
+    )
+    if to_compact:
+        summary = yield compact_with_summary(script, character, summarized, now, config, extract)
+    else:
+        summary = within_preserve_window(now, config)
+    if not summary.get("success"):
+        if masked.get("success"):
+            return {**masked, "strategy": "hybrid", "summary": summary}
+        return {**summary, "strategy": "hybrid", "masking": masked}
+    return {
+        **summary,
+        "strategy": "hybrid",
+        "masking": masked,
+        "original_tokens": before.history_tokens,
+        "usage_before": before.usage,
+        "reduction_pct": (1 - summary["new_tokens"] / before.history_tokens) * 100,
+    }
+
+
+def _compact_assistant_runs(script, character, plan, before, config, extract=None):
+    """Run the ``assistant_runs`` strategy (``ai.sleep.assistant_runs``, which builds on
+    this module's summaries, so it is imported when used)."""
+    from .assistant_runs import compact_assistant_runs
+
+    return compact_assistant_runs(script, character, plan, before, config, extract)
+
+
+# The function that runs each compact_strategy, called with (script, character, plan,
+# usage before, config, extract) and firing with (or returning) the result dict.
+RUNNERS = {
+    "summary": compact_with_summary,
+    "masking": mask_tool_outputs,
+    "assistant_runs": _compact_assistant_runs,
+    "hybrid": compact_hybrid,
+}

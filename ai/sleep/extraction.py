@@ -182,3 +182,26 @@ def journal_stated_facts(character, texts, history, audience=PUBLIC):
                 source_message_ids=cited_messages(fact, history),
                 audience=audience,
             )
+
+
+class ExtractionBeforeSummary:
+    """Pre-compaction extraction as a compaction runs it: just before a summary is made.
+
+    Passed as ``extract`` to ``compact_conversation_history``: a strategy that makes no
+    summary (masking) never calls it, and neither does one that finds nothing to compact.
+
+    Attributes:
+        result (dict): The extraction's result; until it runs, a result saying it did not.
+    """
+
+    def __init__(self, script, character, max_iterations=None):
+        self.script = script
+        self.character = character
+        self.max_iterations = max_iterations
+        self.result = not_run("nothing was summarized")
+
+    @defer.inlineCallbacks
+    def __call__(self):
+        self.result = yield run_pre_compaction_extraction(
+            self.script, self.character, max_iterations=self.max_iterations
+        )

@@ -44,12 +44,15 @@ def post_to_log_channel(script, text):
 
 def announce_compaction(script, character, result):
     """Report a finished compaction on the log channel, and to the room if configured."""
+    if result["strategy"] == "masking":
+        done, in_a_row = f"{result['compacted_messages']} old tool outputs masked", ""
+    else:
+        done = f"{result['compacted_messages']} messages into a summary"
+        in_a_row = f", compaction #{result['successive_compactions']} in a row"
     text = (
-        f"{character.key} compacted its context ({result['kind']}): "
-        f"{result['compacted_messages']} messages into a summary, "
+        f"{character.key} compacted its context ({result['kind']}): {done}, "
         f"{result['original_tokens']}→{result['new_tokens']} tokens "
-        f"({result['reduction_pct']:.0f}% less), compaction #{result['successive_compactions']} "
-        "in a row"
+        f"({result['reduction_pct']:.0f}% less){in_a_row}"
     )
     post_to_log_channel(script, text)
     if script.get_config("compact_notify_room") and character.location:

@@ -3,7 +3,7 @@
 import re
 from unittest.mock import patch
 
-from twisted.internet import defer
+from twisted.internet import reactor, task
 
 from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
@@ -313,7 +313,7 @@ class TestAiCompact(CompactionCommandTestCase):
             CmdAiCompact(),
             "",
             "Helper starts compacting: journaling facts, then summarizing.|"
-            "Helper: 0 facts journaled (fewer than 5 messages); "
+            "Helper: 0 facts journaled (nothing was summarized); "
             "compaction skipped: history within preserve window (the last 20 messages are "
             "kept; lower compact_preserve_window to compact more).",
         )
@@ -340,9 +340,14 @@ class TestAiCompact(CompactionCommandTestCase):
 
     def test_reports_an_error(self):
         self.tell_facts()
+
+        def disk_full():
+            raise RuntimeError("disk full")
+
+        # It fails a moment later, as a compaction would, after aicompact has answered.
         with patch(
             "ai.commands.compact_conversation_history",
-            return_value=defer.fail(RuntimeError("disk full")),
+            return_value=task.deferLater(reactor, 0, disk_full),
         ):
             report = self.run_compact()
         self.assertEqual(report, "Helper: compaction failed: disk full")

@@ -3,7 +3,8 @@
 from django.test import SimpleTestCase
 
 from ai.helpers.journal import add_entry, journal_entries
-from ai.sleep.compaction import compact_conversation_history, is_stuck
+from ai.sleep.common import is_stuck
+from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import run_pre_compaction_extraction
 from ai.sleep.quality_gate import key_terms, survives
 from ai.utils.facts import plain_words

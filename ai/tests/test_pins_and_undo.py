@@ -6,7 +6,7 @@ from unittest.mock import patch
 from ai.commands import AssistantCmdSet, CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import journal_entries
 from ai.models import CompactionRecord, JournalEntry
-from ai.sleep.compaction import is_stuck, record_outcome
+from ai.sleep.common import is_stuck, record_outcome
 from ai.sleep.notify import log_channel
 
 from .support import (

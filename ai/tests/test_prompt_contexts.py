@@ -190,10 +190,19 @@ class TestDefaults(TestCase):
                 self.assertIsNone(config.token_budget)
 
     def test_tool_filter_lists(self):
-        self.assertEqual(REFLECTION_TOOLS, ["noop", "add_journal_entry", "review_journal"])
+        self.assertEqual(
+            REFLECTION_TOOLS, ["noop", "add_journal_entry", "review_journal", "search_history"]
+        )
         self.assertEqual(
             SLEEP_TOOLS,
-            ["noop", "add_journal_entry", "review_journal", "recall_memories", "store_memory"],
+            [
+                "noop",
+                "add_journal_entry",
+                "review_journal",
+                "search_history",
+                "recall_memories",
+                "store_memory",
+            ],
         )
         self.assertEqual(
             PRE_COMPACTION_TOOLS, ["noop", "add_journal_entry", "update_entity_observation"]

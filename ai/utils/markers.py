@@ -28,3 +28,5 @@ CONVERSATION_LINE = "Talking with "
 SUPERSEDED_MARK = "(no longer true since "
 # How ``look`` opens what it could not see (the offline engine recalls nothing there).
 NOT_SEEN = "Not seen:"
+# The content that takes the place of a masked tool output (see ``ai.sleep.masking``).
+MASKED_OUTPUT = "[TOOL OUTPUT ARCHIVED - search history for details]"

@@ -172,3 +172,8 @@ def unquoted(text):
 def one_line(text):
     """Return ``text`` on one line: its line breaks shown as `` / ``."""
     return " / ".join(part.strip() for part in str(text or "").splitlines() if part.strip())
+
+
+def is_masked(message):
+    """Return whether ``message`` is the placeholder of a masked tool output."""
+    return (message.get("metadata") or {}).get("type") == "masked"

@@ -1,0 +1,192 @@
+"""What every compaction strategy shares: the split that keeps the newest messages, the
+guard against compactions that do not help, the record a compaction writes with its
+replacements, and the results of one that ran or did not."""
+
+from django.db import transaction
+from evennia.utils import logger
+
+from ..context_usage import measure_context
+from ..models import CompactionRecord
+from ..prompt_assembly import unit_start
+from .notify import announce_compaction
+
+PRESERVE_TOKEN_SHARE = 0.2
+# A compaction removing less than this share of the history's tokens failed: a stall.
+STALL_SHARE = 0.05
+
+
+def split_history(history, preserve_count, max_tokens, token_share=PRESERVE_TOKEN_SHARE):
+    """Split history into ``(to_compact, to_preserve)``.
+
+    The preserved tail is the larger of the last ``preserve_count`` messages and the most
+    recent messages within ``token_share`` (20%) of ``max_tokens``; its start then moves
+    back to the start of a whole unit, so a tool call stays with its results.
+    """
+    start = preserve_start(history, preserve_count, token_share * max_tokens)
+    return history[:start], history[start:]
+
+
+def preserve_start(newest, preserve_count, keep_tokens):
+    """Return the index in ``newest`` of the first message :func:`split_history` preserves.
+
+    ``newest`` is the whole history or its newest part, as long as that part holds more
+    than ``preserve_count`` messages and more than ``keep_tokens`` tokens and begins with a
+    message that is not a tool result (see
+    :meth:`~ai.history.ConversationHistory.newest_outline`): the split then falls inside
+    it, where it falls in the whole history.
+    """
+    keep_by_tokens, used = 0, 0
+    for message in reversed(newest):
+        used += message["token_count"]
+        if used > keep_tokens:
+            break
+        keep_by_tokens += 1
+    boundary = max(len(newest) - max(preserve_count, keep_by_tokens), 0)
+    return unit_start(newest, boundary)
+
+
+def messages_to_compact(store, preserve_count, keep_tokens, with_pinned=False):
+    """Return the live messages that :func:`split_history` would not preserve, and the
+    history's revision when they were read.
+
+    The split is found in an outline of the newest messages (ids, roles, tool calls and
+    token counts); only the messages before it are read whole. Pinned ones are left out
+    unless ``with_pinned``: a pin holds a whole tool-call unit (see
+    ``ConversationHistory.set_pinned``).
+    """
+    newest = store.newest_outline(keep_tokens, preserve_count)
+    start = preserve_start(newest, preserve_count, keep_tokens)
+    before = newest[start]["position"] if start < len(newest) else None
+    older = store.messages(before=before)
+    if not with_pinned:
+        older = [message for message in older if not message.get("pinned")]
+    return older, newest.revision
+
+
+def old_messages(script, kind, before, config, with_pinned=False):
+    """Return the messages a ``kind`` compaction may replace (none when the preserve window
+    holds them all; the pinned ones too if ``with_pinned``) and the history's revision when
+    they were read.
+
+    A builder who asks for a compaction gets one: only the preserve window's messages are
+    kept, not 20% of the window (all of a short history at the default 100,000 tokens).
+    """
+    share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
+    return messages_to_compact(
+        script.history, config["compact_preserve_window"], share * before.max_tokens, with_pinned
+    )
+
+
+def within_preserve_window(before, config):
+    """Return the result of a compaction that found every message in the preserve window."""
+    return skipped(
+        "history within preserve window",
+        token_usage=before.usage,
+        hint=f"the last {config['compact_preserve_window']} messages are kept; lower "
+        "compact_preserve_window to compact more",
+    )
+
+
+def skipped(reason, **extra):
+    """Return the result of a compaction that did not run."""
+    return {"skipped": True, "reason": reason, **extra}
+
+
+def replace_recorded(script, store, kind, strategy, now, replace):
+    """Record a compaction and make its replacements in one transaction.
+
+    Args:
+        store (ConversationHistory): The history replaced in (its tokenizer is recorded,
+            so that an undo knows whether to count the restored messages again).
+        strategy (str): The compaction strategy that chose what to replace.
+        replace (callable): ``replace(record)``: makes the replacements, returns what it
+            stored; its ``HistoryChanged`` rolls the record back with them.
+
+    Returns:
+        tuple: ``(the CompactionRecord, what replace returned)``.
+    """
+    with transaction.atomic():
+        record = CompactionRecord.objects.create(
+            db_script_id=script.id,
+            kind=kind,
+            strategy=strategy,
+            created_at=now,
+            result={"counted_for": store.counted_for},
+        )
+        return record, replace(record)
+
+
+def finish(script, character, record, before, result, written):
+    """Complete the result of the stored compaction ``record``, log it, keep its figures in
+    the record and announce it; return the result.
+
+    Args:
+        before (ContextUsage): The usage measured before the compaction.
+        result (dict): What the strategy reports (``compacted_messages`` at least).
+        written (str): What the compacted messages became, for the log.
+    """
+    script.db.last_compaction = record.created_at.isoformat()
+    after = measure_context(script, character)
+    reduction = (1 - after.history_tokens / before.history_tokens) * 100
+    compacted = result["compacted_messages"]
+    logger.log_info(
+        f"AI {script.label}: Context compaction ({record.strategy}): {compacted} messages → "
+        f"{written}, {before.history_tokens}→{after.history_tokens} tokens "
+        f"({reduction:.0f}% reduction)"
+    )
+    result = {
+        "success": True,
+        "kind": record.kind,
+        "preserved_messages": before.message_count - compacted,
+        "original_tokens": before.history_tokens,
+        "new_tokens": after.history_tokens,
+        "reduction_pct": reduction,
+        "usage_before": before.usage,
+        "usage_after": after.usage,
+        "strategy": record.strategy,
+        "compaction_id": record.id,
+        **result,
+    }
+    record.result.update(
+        (key, value) for key, value in result.items() if isinstance(value, (str, int, float))
+    )
+    record.save(update_fields=["result"])
+    announce_compaction(script, character, result)
+    return result
+
+
+def is_stuck(script, kind):
+    """Return whether a ``kind`` compaction would only repeat the last one that did not help.
+
+    True when the last ``kind`` compaction stalled or left usage over its threshold, and the
+    history has not changed since.
+    """
+    return (script.ndb.stuck_compactions or {}).get(kind) == script.history.totals()
+
+
+def record_outcome(script, kind, still_over):
+    """Remember whether a ``kind`` compaction left usage over its threshold (or stalled).
+
+    The history's state is kept with it, so that :func:`is_stuck` holds until it changes.
+    """
+    stuck = dict(script.ndb.stuck_compactions or {})
+    stuck[kind] = script.history.totals() if still_over else None
+    script.ndb.stuck_compactions = stuck
+
+
+def stalled(script, kind, removed, history_tokens):
+    """Return the failed result of a compaction removing ``removed`` of ``history_tokens``
+    tokens, when that is under ``STALL_SHARE``; else None.
+
+    A stall is remembered (:func:`record_outcome`): it is not tried again, but by a builder,
+    until the history changes.
+    """
+    if removed >= STALL_SHARE * history_tokens:
+        return None
+    error = (
+        f"stalled: it would remove {removed} of the history's {history_tokens} tokens "
+        f"({removed / history_tokens:.1%}, under {STALL_SHARE:.0%})"
+    )
+    logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
+    record_outcome(script, kind, True)
+    return {"success": False, "kind": kind, "error": error, "stalled": True}
