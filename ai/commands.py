@@ -35,8 +35,8 @@ from .pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
 from .prompt_contexts import CONTEXT_TICK_EVENT
 from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
-from .sleep.undo import UndoRefused, undo_last_compaction
 from .sleep.extraction import ExtractionBeforeSummary
+from .sleep.undo import UndoRefused, undo_last_compaction
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, summary_text, tool_call_text

@@ -3,8 +3,10 @@
 From a compaction transcript it keeps the players' statements that carry facts (names,
 numbers, places, promises, decisions, open tasks), prefixed with the speaker, what the
 assistant itself promised or agreed to ("You said: ..."), and the lines of any earlier
-summary; it drops greetings, questions, the assistant's other replies and tool details. If
-the result is over the word limit, the least weighty lines go first.
+summary; it drops greetings, questions, the assistant's other replies and tool details. A
+transcript in which no player speaks (a run of the assistant's own messages) with nothing
+of that kind is told in the first person instead: the tools used, what was said, what the
+tools showed. If the result is over the word limit, the least weighty lines go first.
 
 The transcript is read entry by entry (an entry starts at the margin; its further lines
 are indented): only an entry headed ``[CONTEXT SUMMARY]``, which the contrib writes, is
@@ -21,6 +23,12 @@ from .text_tools import words
 DEFAULT_WORD_LIMIT = 400
 _LIMIT = re.compile(r"at most (\d+) words")
 _OWN_LINE = "[you said]"
+_TOOLS_LINE = "[you used tools]"
+_RESULT_LINE = "[tool result]"
+_CALLED = re.compile(r"(\w+)\(")
+_SAID = re.compile(r'"message": "((?:[^"\\]|\\.)*)"')
+# What a line of the assistant's own account keeps of a tool's result.
+_SHOWN_WORDS = 25
 
 
 def is_summary_request(messages):
@@ -69,6 +77,23 @@ def summary_lines(transcript):
     return kept
 
 
+def own_account(transcript):
+    """Return first-person lines of what the assistant did in a transcript where no player
+    speaks (a run of its own messages): the tools it used, what it said, what they showed."""
+    lines = []
+    for head, *rest in transcript_entries(transcript):
+        text = " ".join([head, *rest])
+        if head.startswith(_TOOLS_LINE):
+            lines.append(f"I used {', '.join(dict.fromkeys(_CALLED.findall(head)))}.")
+            lines += [f"I said: {said}" for said in _SAID.findall(text)]
+        elif head.startswith(_OWN_LINE):
+            lines.append(f"I said: {text.removeprefix(_OWN_LINE).strip()}")
+        elif head.startswith(_RESULT_LINE):
+            shown = " ".join(text.removeprefix(_RESULT_LINE).split()[:_SHOWN_WORDS])
+            lines.append(f"It showed: {shown}")
+    return lines
+
+
 def weight(line):
     """Rank a line: numbers and promises first, then by length of content."""
     said = words(line)
@@ -77,7 +102,10 @@ def weight(line):
 
 def summarize(messages):
     """Return the extractive summary of a compaction call's transcript."""
-    lines = summary_lines(request_text(messages, TRANSCRIPT_HEADER))
+    transcript = request_text(messages, TRANSCRIPT_HEADER)
+    lines = summary_lines(transcript)
+    if not any(parse_event(head)[0] for head, *_ in transcript_entries(transcript)):
+        lines = lines or own_account(transcript)
     limit = word_limit(messages)
     while lines and sum(len(line.split()) for line in lines) > limit:
         lines.remove(min(lines, key=weight))

@@ -130,9 +130,8 @@ def finish(script, character, record, before, result, written):
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
     compacted = result["compacted_messages"]
     logger.log_info(
-        f"AI {script.label}: Context compaction ({record.strategy}): {compacted} messages → "
-        f"{written}, {before.history_tokens}→{after.history_tokens} tokens "
-        f"({reduction:.0f}% reduction)"
+        f"AI {script.label}: Context compaction: {compacted} messages → {written}, "
+        f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
     )
     result = {
         "success": True,

@@ -199,6 +199,16 @@ class TestCompactAssistantRuns(RunsTestCase):
         self.assertLess(outcome["new_tokens"], outcome["original_tokens"])
         self.assertEqual(self.script.history.totals()[0], sum(m["token_count"] for m in after))
 
+    def test_the_offline_engine_tells_a_run_in_the_first_person(self):
+        self.fill()
+        self.script.set_config("compact_model", "offline/assistant")
+        outcome = wait_for(compact_conversation_history(self.script, self.assistant, force=True))
+        self.assertTrue(outcome["success"], outcome)
+        summaries = [m["content"] for m in self.script.history.messages() if m["metadata"]]
+        self.assertEqual(len(summaries), 2)
+        self.assertIn("I used look.", summaries[0])
+        self.assertIn("It showed: The forge of Dale stands by the north gate.", summaries[0])
+
     def test_undo_restores_exactly_the_original_history(self):
         self.fill()
         before = self.script.history.messages()

@@ -235,8 +235,12 @@ class TestHybrid(MaskingCase):
         self.assertFalse(result["summary"]["success"])
         self.assertIn("model down", result["summary"]["error"])
 
-    def test_every_strategy_but_assistant_runs_has_a_runner(self):
-        self.assertEqual(set(RUNNERS), {"summary", "masking", "hybrid"})
+    def test_every_strategy_a_builder_may_set_has_a_runner_and_a_description(self):
+        from ai.commands import COMPACTION_STEPS
+        from ai.config import COMPACT_STRATEGIES
+
+        self.assertEqual(set(RUNNERS), set(COMPACT_STRATEGIES))
+        self.assertEqual(set(COMPACTION_STEPS), set(COMPACT_STRATEGIES))
 
 
 class TestSearchHistory(MaskingCase):
