@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tick_cost.py
 	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/compaction.py
+	$(BIN)/python bench/strategies.py
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/prompt_cache.py
 	$(BIN)/python bench/memory.py
