@@ -461,7 +461,7 @@ def what_is_too_large(usage, threshold, compaction):
 def compact_hybrid(script, character, plan, before, config, extract=None):
     """The ``hybrid`` strategy: mask old tool outputs, then summarize only when that did not
     bring usage under the threshold of ``plan.kind`` (the emergency one in an emergency,
-    else the sleep one).
+    else the sleep one), or, for a builder's compaction, when masking changed nothing.
 
     Each step that ran writes its own record (``aicompact/undo`` takes the summary back
     first). The result is that of the last step that changed the history, the other step's
@@ -473,7 +473,8 @@ def compact_hybrid(script, character, plan, before, config, extract=None):
     limit = config[
         "compact_emergency_threshold" if plan.kind == "emergency" else "compact_sleep_threshold"
     ]
-    if now.usage < limit:
+    # A builder who asks for a compaction gets one: the summary, when masking did nothing.
+    if now.usage < limit and (masked.get("success") or plan.kind != "manual"):
         return {**masked, "strategy": "hybrid"}
     to_compact, read_at = old_messages(script, plan.kind, now, config)
     tokens = sum(message["token_count"] for message in to_compact)

@@ -223,6 +223,18 @@ class TestHybrid(MaskingCase):
         live = self.script.history.messages()
         self.assertTrue(live[0]["content"].startswith(SUMMARY_MARKER))
 
+    def test_a_builders_compaction_summarizes_when_there_is_nothing_to_mask(self):
+        self.horses(30)
+        self.chat(4)
+        store_window(self.script, 10_000)
+        automatic = self.compact(force=True, kind="sleep")
+        self.assertTrue(automatic.get("skipped"), "below the threshold: no summary")
+        manual = self.compact(force=True, kind="manual")
+        self.assertTrue(manual["success"], manual)
+        self.assertEqual(manual["strategy"], "hybrid")
+        self.assertTrue(manual["masking"].get("skipped"))
+        self.assertTrue(self.script.history.messages()[0]["content"].startswith(SUMMARY_MARKER))
+
     @override_settings(AI_LLM_MAX_RETRIES=0)
     def test_a_failed_summary_after_masking_reports_both(self):
         self.tool_unit(SECRET_OUTPUT)
