@@ -307,8 +307,15 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
     try:
         # Each audience's messages are summarized apart, so that a summary never tells
         # the room what was whispered (see ai.audience).
-        for audience, members in audience_groups(plan.messages):
+        groups, empty = audience_groups(plan.messages), 0
+        for audience, members in groups:
             summary, error = yield summarize(script, members)
+            empty += error == EMPTY_SUMMARY
+            if error == EMPTY_SUMMARY and empty < len(groups):
+                # One audience's messages may hold nothing to keep (a whispered greeting):
+                # say what they were rather than let them block every compaction; only
+                # when every audience's summary is empty does the compaction fail.
+                summary, error = describe_mechanically(members), None
             if error:
                 logger.log_warn(f"AI {script.label}: {plan.kind} compaction abandoned: {error}")
                 return {"success": False, "kind": plan.kind, "error": error}

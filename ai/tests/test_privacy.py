@@ -160,6 +160,24 @@ class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
         self.char1.execute_cmd("whisper Helper = What is my vault code?")
         self.assertIn(SECRET, self.tick()["reply"])
 
+    def test_a_whisper_with_nothing_to_keep_does_not_block_the_compaction(self):
+        self.char2.execute_cmd("say The ferry to Laketown leaves at nine every morning.")
+        self.tick()
+        self.char1.execute_cmd("whisper Helper = Hello there, how are you?")
+        self.tick()
+        for _ in range(2):
+            self.char2.execute_cmd("say Nice weather today.")
+            self.tick()
+        self.script.set_config("compact_preserve_window", 2)
+        result = wait_for(
+            compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+        )
+        self.assertTrue(result["success"], result)
+        public, private = [m for m in self.script.conversation_history if is_summary(m)]
+        self.assertIn("Laketown", public["content"])
+        self.assertIn("found nothing to keep", private["content"])
+        self.assertEqual(private["metadata"]["audience"], [self.char1.dbref])
+
     def test_the_summary_call_for_the_room_is_never_sent_the_secret(self):
         self.converse()
         with ScriptedLLM("Char2 takes the nine o'clock ferry.", "Char has a vault.") as llm:
