@@ -538,7 +538,8 @@ class CmdAiHistory(MuxCommand):
 
     @staticmethod
     def summary_table(summaries):
-        """Return an EvTable of summary rows: id, state, kind, time, messages, tokens."""
+        """Return an EvTable of summary rows within 78 columns: id, state, kind, time (to the
+        minute), messages, tokens and which successive compaction (#) it was."""
         table = EvTable(
             "|wid|n",
             "|wstate|n",
@@ -546,7 +547,7 @@ class CmdAiHistory(MuxCommand):
             "|wcompacted at|n",
             "|wmsgs|n",
             "|wtokens|n",
-            "|wsuccessive|n",
+            "|w#|n",
             border="header",
         )
         for summary in summaries:
@@ -555,7 +556,7 @@ class CmdAiHistory(MuxCommand):
                 summary.pk,
                 row_state(summary),
                 metadata.get("kind", "?"),
-                when(metadata.get("compacted_at")),
+                when(metadata.get("compacted_at"))[:16],
                 metadata.get("compacted_count", "?"),
                 f"{metadata.get('original_token_count', '?')} → "
                 f"{metadata.get('summary_token_count', '?')}",

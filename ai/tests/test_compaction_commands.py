@@ -230,6 +230,7 @@ class TestAiHistory(CompactionCommandTestCase):
             rf"{metadata['compacted_count']} +{metadata['original_token_count']} → "
             rf"{metadata['summary_token_count']} +2",
         )
+        self.assertLessEqual(max(len(line) for line in output.splitlines()), 78)
         syntheses = [e["id"] for e in journal_entries(self.assistant)][1:]
         self.assertEqual(len(syntheses), 2)
         self.assertIn(
