@@ -25,10 +25,9 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..audience import message_audience
-from ..history import HistoryChanged
 from ..prompt_assembly import history_units
 from ..utils.message_format import is_summary
-from .common import finish, old_messages, replace_recorded, skipped
+from .common import CompactionRefused, finish, old_messages, replace_recorded, skipped
 from .compaction import (
     compaction_message,
     summarize,
@@ -158,8 +157,8 @@ def _replace_runs(script, character, kind, runs, summaries, before):
             replacements.append((message, run))
     if not replacements:
         return _failed(script, kind, "refused", "no run's summary is smaller than the run")
+    store = script.history
     try:
-        store = script.history
         record, stored = replace_recorded(
             script,
             store,
@@ -167,9 +166,14 @@ def _replace_runs(script, character, kind, runs, summaries, before):
             STRATEGY,
             now,
             lambda record: store.replace_each(replacements, record),
+            sum(
+                m["metadata"]["original_token_count"] - m["metadata"]["summary_token_count"]
+                for m, _ in replacements
+            ),
+            before.history_tokens,
         )
-    except HistoryChanged as err:
-        return _failed(script, kind, "abandoned", str(err))
+    except CompactionRefused as refused:
+        return {**refused.result, "strategy": STRATEGY}
     result = {
         "compacted_messages": sum(len(run) for _, run in replacements),
         "runs": len(replacements),

@@ -6,6 +6,7 @@ from django.db import transaction
 from evennia.utils import logger
 
 from ..context_usage import measure_context
+from ..history import HistoryChanged
 from ..models import CompactionRecord
 from ..prompt_assembly import unit_start
 from .notify import announce_compaction
@@ -92,8 +93,18 @@ def skipped(reason, **extra):
     return {"skipped": True, "reason": reason, **extra}
 
 
-def replace_recorded(script, store, kind, strategy, now, replace):
-    """Record a compaction and make its replacements in one transaction.
+class CompactionRefused(Exception):
+    """A compaction changed nothing: it would have removed too little (a stall), or its
+    messages changed meanwhile. ``result`` is its failed result."""
+
+    def __init__(self, result):
+        super().__init__(result["error"])
+        self.result = result
+
+
+def replace_recorded(script, store, kind, strategy, now, replace, removed, history_tokens):
+    """Record a compaction and make its replacements in one transaction, unless they would
+    remove too little of the history (a stall, see :func:`stalled`).
 
     Args:
         store (ConversationHistory): The history replaced in (its tokenizer is recorded,
@@ -101,19 +112,30 @@ def replace_recorded(script, store, kind, strategy, now, replace):
         strategy (str): The compaction strategy that chose what to replace.
         replace (callable): ``replace(record)``: makes the replacements, returns what it
             stored; its ``HistoryChanged`` rolls the record back with them.
+        removed (int): The tokens the replacements take out of the history.
+        history_tokens (int): The history's tokens before the compaction.
 
     Returns:
         tuple: ``(the CompactionRecord, what replace returned)``.
+
+    Raises:
+        CompactionRefused: a stall, or the history changed; nothing is stored.
     """
-    with transaction.atomic():
-        record = CompactionRecord.objects.create(
-            db_script_id=script.id,
-            kind=kind,
-            strategy=strategy,
-            created_at=now,
-            result={"counted_for": store.counted_for},
-        )
-        return record, replace(record)
+    stall = stalled(script, kind, removed, history_tokens)
+    if stall:
+        raise CompactionRefused(stall)
+    try:
+        with transaction.atomic():
+            record = CompactionRecord.objects.create(
+                db_script_id=script.id,
+                kind=kind,
+                strategy=strategy,
+                created_at=now,
+                result={"counted_for": store.counted_for},
+            )
+            return record, replace(record)
+    except HistoryChanged as err:
+        raise CompactionRefused({"success": False, "kind": kind, "error": str(err)}) from err
 
 
 def finish(script, character, record, before, result, written):

@@ -28,7 +28,6 @@ from ..audience import audience_groups, with_audience
 from ..config import compact_strategy
 from ..context_usage import describe_frame, measure_context
 from ..helpers.journal import add_entry
-from ..history import HistoryChanged
 from ..litellm_loader import model_input_window
 from ..llm_interaction import (
     SUMMARY_MAX_WORDS,
@@ -48,6 +47,7 @@ from ..utils.markers import (
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
 from .common import (
+    CompactionRefused,
     finish,
     is_stuck,
     old_messages,
@@ -397,9 +397,6 @@ def _replace(script, character, plan, summaries, before, gate):
         )
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
         return {"success": False, "kind": kind, "error": error}
-    stall = stalled(script, kind, compacted_tokens - summary_tokens, before.history_tokens)
-    if stall:
-        return stall
     try:
         record, stored = replace_recorded(
             script,
@@ -410,9 +407,11 @@ def _replace(script, character, plan, summaries, before, gate):
             lambda record: store.replace_with_summaries(
                 to_compact, markers, plan.read_at, record=record
             ),
+            compacted_tokens - summary_tokens,
+            before.history_tokens,
         )
-    except HistoryChanged as err:
-        return {"success": False, "kind": kind, "error": str(err)}
+    except CompactionRefused as refused:
+        return refused.result
     for (audience, _, summary), message in zip(summaries, stored):
         add_entry(
             character,

@@ -12,11 +12,10 @@ No model is called.
 from django.utils import timezone
 
 from ..audience import message_audience, with_audience
-from ..history import HistoryChanged
 from ..utils.markers import MASKED_OUTPUT
 from ..utils.message_format import is_masked
 from ..utils.token_counter import count_message_tokens
-from .common import finish, replace_recorded, skipped, stalled
+from .common import CompactionRefused, finish, replace_recorded, skipped
 
 # An output is masked only when it is at least this many times its placeholder's size:
 # masking a short one saves nothing worth a search to read it back.
@@ -47,9 +46,6 @@ def mask_tool_outputs(script, character, plan, before, config, extract=None):
         return skipped("no old tool output worth masking", token_usage=before.usage)
     masked = sum(replaced[0]["token_count"] for _, replaced in replacements)
     saved = masked - sum(count_message_tokens(new, store.model) for new, _ in replacements)
-    stall = stalled(script, plan.kind, saved, before.history_tokens)
-    if stall:
-        return stall
     try:
         record, stored = replace_recorded(
             script,
@@ -58,9 +54,11 @@ def mask_tool_outputs(script, character, plan, before, config, extract=None):
             "masking",
             now,
             lambda record: store.replace_each(replacements, record),
+            saved,
+            before.history_tokens,
         )
-    except HistoryChanged as err:
-        return {"success": False, "kind": plan.kind, "error": str(err)}
+    except CompactionRefused as refused:
+        return refused.result
     result = {
         "compacted_messages": len(stored),
         "masked_tokens": masked,

@@ -209,6 +209,16 @@ class TestCompactAssistantRuns(RunsTestCase):
         self.assertIn("I used look.", summaries[0])
         self.assertIn("It showed: The forge of Dale stands by the north gate.", summaries[0])
 
+    def test_runs_that_would_remove_too_little_of_the_history_are_a_stall(self):
+        self.append(*(said(f"The well by the inn is number {i}.") for i in range(300)))
+        self.fill()
+        before = self.script.history.messages()
+        outcome = self.compact("I looked up the forge.", "I told Char the price.")
+        self.assertEqual((outcome["success"], outcome["stalled"]), (False, True), outcome)
+        self.assertEqual(outcome["strategy"], "assistant_runs")
+        self.assertEqual(self.script.history.messages(), before)
+        self.assertFalse(CompactionRecord.objects.exists())
+
     def test_undo_restores_exactly_the_original_history(self):
         self.fill()
         before = self.script.history.messages()

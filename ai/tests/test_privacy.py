@@ -124,11 +124,12 @@ class TestAnotherPlayerCannotGetTheSecret(PrivacyTestCase):
 
 
 class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
-    def converse(self):
-        """A public conversation around one whispered secret, long enough to compact."""
+    def converse(self, whisper=WHISPER):
+        """A public conversation around one ``whisper`` (the secret), long enough to compact."""
         self.char2.execute_cmd("say The ferry to Laketown leaves at nine every morning.")
         self.tick()
-        self.whisper_secret()
+        self.char1.execute_cmd(whisper)
+        self.tick()
         self.char2.execute_cmd("say My horse Thunder is seven years old and very fast.")
         self.tick()
         for _ in range(2):
@@ -161,14 +162,7 @@ class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
         self.assertIn(SECRET, self.tick()["reply"])
 
     def test_a_whisper_with_nothing_to_keep_does_not_block_the_compaction(self):
-        self.char2.execute_cmd("say The ferry to Laketown leaves at nine every morning.")
-        self.tick()
-        self.char1.execute_cmd("whisper Helper = Hello there, how are you?")
-        self.tick()
-        for _ in range(2):
-            self.char2.execute_cmd("say Nice weather today.")
-            self.tick()
-        self.script.set_config("compact_preserve_window", 2)
+        self.converse(whisper="whisper Helper = Hello there, how are you?")
         result = wait_for(
             compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
         )
