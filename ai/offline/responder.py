@@ -87,6 +87,16 @@ def make_tool_call(name, arguments, salt):
     }
 
 
+def _look_call_ids(messages):
+    """Return the ids of the ``look`` calls among ``messages``."""
+    return {
+        call["id"]
+        for message in messages
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == "look"
+    }
+
+
 def _earlier_lines(messages, role):
     """Yield ``(speaker, text)`` for the lines of ``role`` before the pending event.
 
@@ -94,12 +104,7 @@ def _earlier_lines(messages, role):
     the instructions, is skipped, and so are the lines about the assistant itself ("You
     are Helper..."). A summary's ``Bob: ...`` line is Bob's.
     """
-    looks = {
-        call["id"]
-        for message in messages
-        for call in message.get("tool_calls") or ()
-        if call["function"]["name"] == "look"
-    }
+    looks = _look_call_ids(messages) if role == "tool" else set()
     for message in messages[:-1]:
         if message.get("role") != role:
             continue

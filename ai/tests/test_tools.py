@@ -365,6 +365,14 @@ class TestLook(ToolTestCase):
                 self.assertTrue(result.content.startswith("Not seen: nothing here matches"))
                 self.assertIn("notice board", result.content)
 
+    def test_nowhere_there_is_nothing_to_see(self):
+        self.assistant.location = None
+        for arguments in ({}, {"target": "notice board"}):
+            with self.subTest(arguments=arguments):
+                result = self.run_tool("look", arguments)
+                self.assertFalse(result.ok)
+                self.assertTrue(result.content.startswith("Not seen:"), result.content)
+
     def test_the_offline_engine_looks_and_answers_from_what_it_saw(self):
         heard = record_messages(self.char2)
         self.hear("Helper, could you read the notice board?")

@@ -28,7 +28,8 @@ def look(ctx, target=""):
         exact = [obj for obj in found if obj.key.lower() == target.strip().lower()]
         found = exact or found
         if len(found) != 1:
-            here = ", ".join(obj.key for obj in viewer.location.contents if obj != viewer)
+            around = viewer.location.contents if viewer.location else []
+            here = ", ".join(obj.key for obj in around if obj != viewer)
             problem = "more than one thing matches" if found else "nothing here matches"
             return ToolResult(
                 ok=False, content=f"{NOT_SEEN} {problem} {target!r}; here: {here or 'nothing'}."
