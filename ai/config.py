@@ -151,8 +151,9 @@ def number_range(low, high, low_open=False):
 
     @accepts(float, f"a number in {bound}")
     def check(value):
-        above = value > low if low_open else value >= low
-        if not (_is_number(value) and above and value <= high):
+        if not _is_number(value):
+            raise ValueError(f"must be {check.allowed}")
+        if not (value > low if low_open else value >= low) or value > high:
             raise ValueError(f"must be {check.allowed}")
 
     return check

@@ -30,8 +30,10 @@ _FILLER = (
 )
 # Verbs that are a tool's work by themselves.
 _TOOL_VERB = (
-    r"(?:note|jot|journal|record|log|memori[sz]e|remember|look\s+(?:at|up|in|into|around|for|"
-    r"through)|look(?!\s+(?:forward|after|like|good|great|well))|check|search|examine|inspect|consult|browse|review|pin|"
+    r"(?:note|jot|journal|record|log|memori[sz]e|remember|"
+    r"look\s+(?:at|up|in|into|around|for|through)|"
+    r"look(?!\s+(?:forward|after|like|good|great|well))|"
+    r"check|search|examine|inspect|consult|browse|review|pin|"
     r"make\s+(?:a\s+)?note|take\s+(?:a\s+)?note|write\s+(?:\w+\s+){0,4}?down|"
     r"keep\s+(?:\w+\s+){0,3}?(?:in\s+mind|on\s+record|track))\b"
 )
@@ -55,6 +57,10 @@ _ACKNOWLEDGING = frozenset(
 )
 
 
+# What joins a sentence's opening to an announcement that follows it.
+_LEAD_OUT = re.compile(r"(?:[\s,;:!.-]|\b(?:and|so|but|then)\b)*$", re.I)
+
+
 def sentences(text):
     """Return the sentences of ``text``, quoted passages kept whole."""
     quotes = []
@@ -72,9 +78,14 @@ def sentences(text):
     return found
 
 
-def announces(sentence):
-    """Tell whether ``sentence`` announces a tool use in the first person."""
-    return bool(_ANNOUNCES.search(_QUOTED.sub('""', sentence)))
+def announcement(sentence):
+    """Return where ``sentence`` starts to announce a tool use in the first person, or None.
+
+    Quoted text is never read as the announcement (it may quote anyone).
+    """
+    blanked = _QUOTED.sub(lambda match: '"' + "_" * (len(match.group(0)) - 2) + '"', sentence)
+    found = _ANNOUNCES.search(blanked)
+    return found.start() if found else None
 
 
 def acknowledges(sentence):
@@ -92,6 +103,15 @@ def only_announces(text):
     An answer that also says it will note something ("It is 12. I'll note that.") is an
     answer; so is an announcement of something no tool does ("I will meet you at the gate.").
     """
-    found = sentences(text)
-    said = [sentence for sentence in found if not announces(sentence)]
-    return len(said) < len(found) and all(acknowledges(sentence) for sentence in said)
+    said, announced = [], False
+    for sentence in sentences(text):
+        start = announcement(sentence)
+        if start is None:
+            said.append(sentence)
+            continue
+        announced = True
+        # What comes before the announcement in its sentence ("It is 12, and I'll note it.").
+        before = _LEAD_OUT.sub("", sentence[:start])
+        if before:
+            said.append(before)
+    return announced and all(acknowledges(sentence) for sentence in said)
