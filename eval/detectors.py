@@ -8,10 +8,25 @@ their blind spots, and could never see them fail.
 import re
 from dataclasses import dataclass
 
-# Words a summary may put mid-sentence with a capital although no player said them.
+# Words a summary may write with a capital although no player said them.
 ALWAYS_ALLOWED = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay"}
 # A capital after one of these starts a sentence, a list item or a quotation.
-SENTENCE_STARTS = tuple('.!?:;"\'([{-*•>#\n')
+SENTENCE_STARTS = tuple(".!?:\"'([{-*•>#\n")
+# Words that start a sentence of a summary or a journal entry without being a name: a
+# capitalized word at a sentence start is a name unless the conversation or this list has it.
+COMMON_STARTS = set(
+    """a about after afterwards again all also an and another any anyone as at because before
+    both but by during each earlier either every everyone everything facts first for from he
+    her here hers him his how however if in instead it its later let many meanwhile more most
+    much my neither next no nobody none nor not note notes nothing now of on once one only or
+    other others our over player players please previously she since so some someone something
+    soon still such summary than thanks that the their them then there these they this those
+    though through thus to today together tomorrow too under until up upon us we what whatever
+    when where whether which while who whom whose why will with within without yes yesterday
+    yet you your you're you've conversation context assistant asked told said says mentioned
+    promised reminder remember request requests open pending done tasks task private public
+    whispered greeting greetings small talk unknown""".split()
+)
 # Times and dates a contrib may stamp on its own lines (not facts).
 STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}\b")
 CAPITALIZED = re.compile(r"\b[A-Z][a-z]+(?:'[a-z]+)?\b")
@@ -89,15 +104,18 @@ class Finding:
 def invented(texts, conversation):
     """Return the names and numbers in ``texts`` that nobody in ``conversation`` said.
 
-    A name is a capitalized word inside a sentence (a capital that starts a sentence or a
-    list item says nothing); a number is any run of digits outside a time or date stamp.
+    A name is a capitalized word nobody said, unless it starts a sentence or a list item
+    and is a common word (``COMMON_STARTS``); a number is any run of digits outside a time
+    or date stamp.
     """
     said = vocabulary(conversation)
     found = []
     for text in texts:
         for match in CAPITALIZED.finditer(text):
             word = match.group().lower()
-            if word in said or word in ALWAYS_ALLOWED or _starts_sentence(text, match.start()):
+            if word in said or word in ALWAYS_ALLOWED:
+                continue
+            if word in COMMON_STARTS and _starts_sentence(text, match.start()):
                 continue
             found.append(Finding(match.group(), text))
         for number in NUMBER.findall(STAMP.sub(" ", text)):

@@ -294,7 +294,9 @@ def kept_texts(assistant):
         for r in rows.filter(is_live=True)
         if (r.metadata or {}).get("type") != "compaction"
     ]
-    journal = list(JournalEntry.objects.filter(db_object=assistant).values_list("content", flat=True))
+    journal = list(
+        JournalEntry.objects.filter(db_object=assistant).values_list("content", flat=True)
+    )
     memory = list(MemoryLink.objects.filter(db_object=assistant).values_list("text", flat=True))
     live_summaries = [
         r.content or ""
@@ -388,8 +390,8 @@ def report(record):
 
 
 @defer.inlineCallbacks
-def play_runs(plan, model, options, settings, watchdog, timer):
-    """Play each conversation of ``plan`` in turn; return the run records."""
+def play_runs(plan, model, options, settings, watchdog, timer, runs_dir=RUNS_DIR):
+    """Play each conversation of ``plan`` in turn; save and return the run records."""
     records = []
     for conversation in plan:
         print(RULE)
@@ -406,16 +408,16 @@ def play_runs(plan, model, options, settings, watchdog, timer):
             yield converse(players, assistant, run, watchdog)
         except EvaluationStopped as stop:
             record = run_record(conversation, model, settings, aborted=str(stop))
-            save(record)
+            save(record, runs_dir)
             raise
         record = run_record(conversation, model, settings)
         record.update(measure(run, assistant, timer.seconds[first_call:], _minutes(started)))
         if not any(turn.status == "replied" for turn in run.turns):
             record = run_record(conversation, model, settings, aborted="no tick replied")
-            save(record)
+            save(record, runs_dir)
             raise EvaluationStopped("no tick replied: the run measured nothing")
         record["missed"] = report(record)
-        save(record)
+        save(record, runs_dir)
         records.append(record)
     return records
 
@@ -438,9 +440,8 @@ def run_record(conversation, model, settings, aborted=None):
     return record
 
 
-def save(record, runs_dir=None):
+def save(record, runs_dir):
     """Write ``record`` to ``<runs_dir>/<stamp>-<seed>.json``; return the path."""
-    runs_dir = runs_dir or RUNS_DIR
     os.makedirs(runs_dir, exist_ok=True)
     name = record["seed"] if record["seed"] is not None else record["conversation"]
     path = os.path.join(runs_dir, f"{record['stamp']}-{name}.json")
@@ -514,9 +515,7 @@ def main(argv):
     """Play the runs; print and save their figures; return the exit code (0, 1 or 2)."""
     from contextlib import ExitStack
 
-    global RUNS_DIR
     args = parse_args(argv)
-    RUNS_DIR = args.runs_dir
     plan = plan_of(args)
     settings = {"window": args.window, "strategy": args.strategy, "layout": args.layout}
     with ExitStack() as stack:
@@ -527,7 +526,7 @@ def main(argv):
         print(f"evennia-ai real-model evaluation: {model}, {len(plan)} run(s)")
         print(f"settings: {settings}; seeds: {', '.join(str(c.seed) for c in plan)}")
         outcome = play.run_in_reactor(
-            play_runs, plan, model, options, settings, Watchdog(server), timer
+            play_runs, plan, model, options, settings, Watchdog(server), timer, args.runs_dir
         )
     if isinstance(outcome, Failure):
         if outcome.check(EvaluationStopped):
@@ -537,18 +536,18 @@ def main(argv):
         else:
             outcome.printTraceback(file=sys.stderr)
         return 2
-    missed = outcome[-1]["missed"] if len(outcome) == 1 else aggregate_runs(outcome)
+    missed = outcome[-1]["missed"] if len(outcome) == 1 else aggregate_runs(outcome, args.runs_dir)
     for problem in missed:
         print(f"MISSED: {problem}", file=sys.stderr)
     return 1 if missed else 0
 
 
-def aggregate_runs(records):
+def aggregate_runs(records, runs_dir):
     """Print and save the aggregate of several runs; return the missed targets."""
     print(RULE)
     summary = results.aggregate(records)
     missed = results.print_summary(summary)
-    path = os.path.join(RUNS_DIR, f"{records[0]['stamp']}-aggregate.json")
+    path = os.path.join(runs_dir, f"{records[0]['stamp']}-aggregate.json")
     with open(path, "w") as handle:
         json.dump(dict(summary, targets=results.targets(summary)), handle, indent=1)
     print(f"aggregate written to {path}")

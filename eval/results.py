@@ -103,11 +103,16 @@ def targets(summary):
 def _shown(value, kind):
     if value is None:
         return "-"
-    return f"{value:.0%}" if kind == "share" else f"{value:g}" if value == int(value) else f"{value:.1f}"
+    return (
+        f"{value:.0%}"
+        if kind == "share"
+        else f"{value:g}" if value == int(value) else f"{value:.1f}"
+    )
 
 
-def print_summary(summary, out=sys.stdout):
+def print_summary(summary, out=None):
     """Print each metric's mean and min-max, then each target as met or missed."""
+    out = out or sys.stdout
     print(f"runs: {summary['runs']} (seeds {', '.join(map(str, summary['seeds']))})", file=out)
     print(f"{'':<38}{'mean':>8}{'min':>8}{'max':>8}", file=out)
     for key, label, kind in METRICS:
@@ -119,8 +124,9 @@ def print_summary(summary, out=sys.stdout):
     return print_targets(targets(summary), out)
 
 
-def print_targets(results, out=sys.stdout):
+def print_targets(results, out=None):
     """Print the targets as met or MISSED; return the labels of the missed ones."""
+    out = out or sys.stdout
     missed = []
     for label, value, met in results:
         shown = "-" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
