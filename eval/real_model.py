@@ -22,7 +22,7 @@ Usage::
 
     python eval/real_model.py [--model M --api-base URL --api-key-env VAR] [--seed S]
         [--runs N | --seeds 'S1 S2 ...'] [--conversation generated|fixed] [--window N]
-        [--strategy S] [--layout L] [--facts N] [--questions N] [--game-dir D]
+        [--strategy S] [--layout L] [--facts N] [--questions N] [--filler N] [--game-dir D]
 """
 
 import argparse
@@ -315,6 +315,27 @@ def kept_texts(assistant):
 PLACES = ("live", "summary", "journal", "memory")
 
 
+def without_frame(text):
+    """Return ``text`` without the lines the contrib writes around what a model wrote.
+
+    A summary opens with the contrib's marker and preamble, a restored part with its header:
+    those are the contrib's words, not the model's, so they cannot invent anything.
+    """
+    from ai.utils import markers
+
+    frame = (
+        markers.SUMMARY_MARKER,
+        markers.SUMMARY_PREAMBLE,
+        markers.RESTORED_HEADER,
+        markers.NOTES_HEADER,
+        markers.SYNTHESIS_MARKER,
+        markers.PINNED_FACT_MARKER,
+    )
+    for words in frame:
+        text = text.replace(words, " ")
+    return text
+
+
 def measure(run, assistant, calls, minutes):
     """Return the run's record: metrics, answers, where each fact is, and every finding."""
     conversation = run.conversation
@@ -334,7 +355,9 @@ def measure(run, assistant, calls, minutes):
         for turn in run.turns
         if turn.question
     ]
-    stored = kept["all_summaries"] + kept["journal"] + kept["memory"]
+    stored = [
+        without_frame(text) for text in kept["all_summaries"] + kept["journal"] + kept["memory"]
+    ]
     replies = [turn.reply for turn in run.turns if turn.reply]
     findings = {
         "invented": detectors.invented(stored, conversation),
@@ -466,7 +489,7 @@ def plan_of(args):
     """Return the conversations to play."""
     if args.conversation == "fixed":
         return [conversations.fixed() for _ in range(args.runs)]
-    shape = conversations.Shape(facts=args.facts, questions=args.questions)
+    shape = conversations.Shape(facts=args.facts, questions=args.questions, filler=args.filler)
     return [conversations.generate(seed, shape) for seed in seeds_of(args)]
 
 
@@ -485,6 +508,12 @@ def parse_args(argv):
     parser.add_argument("--layout", help="prompt_layout (default: the contrib's)")
     parser.add_argument("--facts", type=int, default=conversations.Shape.facts)
     parser.add_argument("--questions", type=int, default=conversations.Shape.questions)
+    parser.add_argument(
+        "--filler",
+        type=int,
+        default=conversations.Shape.filler,
+        help="most small-talk lines said while waiting for a compaction",
+    )
     parser.add_argument("--runs-dir", default=RUNS_DIR, help="where run JSON files go")
     args = parser.parse_args(argv)
     if args.runs < 1:
@@ -547,7 +576,7 @@ def aggregate_runs(records, runs_dir):
     print(RULE)
     summary = results.aggregate(records)
     missed = results.print_summary(summary)
-    path = os.path.join(runs_dir, f"{records[0]['stamp']}-aggregate.json")
+    path = os.path.join(runs_dir, f"{records[0]['stamp']}.aggregate.json")
     with open(path, "w") as handle:
         json.dump(dict(summary, targets=results.targets(summary)), handle, indent=1)
     print(f"aggregate written to {path}")

@@ -74,6 +74,7 @@ def aggregate(runs):
     return {
         "runs": len(runs),
         "seeds": [run.get("seed") for run in runs],
+        "set_ups": sorted({json.dumps([run.get("model"), run.get("settings")]) for run in runs}),
         "metrics": figures,
         "refused_share": refused / (done + refused) if done + refused else 0.0,
     }
@@ -114,6 +115,10 @@ def print_summary(summary, out=None):
     """Print each metric's mean and min-max, then each target as met or missed."""
     out = out or sys.stdout
     print(f"runs: {summary['runs']} (seeds {', '.join(map(str, summary['seeds']))})", file=out)
+    for set_up in summary["set_ups"]:
+        print(f"model and settings: {set_up}", file=out)
+    if len(summary["set_ups"]) > 1:
+        print("!! these runs differ in model or settings: compare them apart", file=out)
     print(f"{'':<38}{'mean':>8}{'min':>8}{'max':>8}", file=out)
     for key, label, kind in METRICS:
         figure = summary["metrics"].get(key)
