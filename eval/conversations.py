@@ -373,10 +373,10 @@ class Shape:
 
     def check(self):
         """Raise ValueError naming a field that is not a whole number in its range."""
-        for name, low in (("facts", 1), ("questions", 1), ("filler", 0)):
+        for name, low in (("facts", 1), ("questions", 1), ("filler", 0), ("small_talk", 0)):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < low:
                 raise ValueError(f"{name} must be a whole number >= {low}")
-        for name in ("changes", "whispers", "distractors", "small_talk"):
+        for name in ("changes", "whispers", "distractors"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value <= self.facts:
                 raise ValueError(f"{name} must be a whole number from 0 to facts ({self.facts})")

@@ -545,7 +545,11 @@ def main(argv):
     from contextlib import ExitStack
 
     args = parse_args(argv)
-    plan = plan_of(args)
+    try:
+        plan = plan_of(args)
+    except ValueError as err:
+        print(f"bad conversation size: {err}", file=sys.stderr)
+        return 2
     settings = {"window": args.window, "strategy": args.strategy, "layout": args.layout}
     with ExitStack() as stack:
         model, options, server = model_and_options(args, stack)

@@ -90,6 +90,11 @@ class GeneratedConversationTest(TestCase):
         conversation = conversations.generate(5, shape)
         self.assertEqual((len(conversation.facts), len(conversation.questions)), (8, 6))
 
+    def test_a_short_run_may_have_more_small_talk_than_facts(self):
+        shape = conversations.Shape(facts=2, questions=2, small_talk=3, filler=0)
+        conversation = conversations.generate(4242, shape)
+        self.assertEqual([q.fact in conversation.facts for q in conversation.questions], [1, 1])
+
     def test_a_bad_size_is_refused_by_name(self):
         with self.assertRaisesRegex(ValueError, "facts"):
             conversations.generate(1, conversations.Shape(facts=0))
