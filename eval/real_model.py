@@ -408,6 +408,9 @@ def report(record):
             print(f"  !! {key}: {finding['what']}: {finding['text'][:90]!r}")
     for refusal in record["refusals"]:
         print(f"  !! refused compaction: {refusal}")
+    metrics = record["metrics"]
+    if not metrics["compactions_done"] + metrics["compactions_refused"]:
+        print("  !! no compaction ran: 'facts findable' says nothing of compaction here")
     print(RULE)
     return results.print_summary(results.aggregate([record]))
 
