@@ -23,7 +23,7 @@ OWN_WORDS_SHARE = 0.5
 # Of an example's telling words, the share a sentence that copies it holds.
 EXAMPLE_WORD_SHARE = 0.6
 # An example in instructions: a quoted passage of three words or more.
-_QUOTED_EXAMPLE = re.compile(r"\"([^\"]{12,})\"|\(([^()]*<[^()]*)\)")
+_QUOTED_EXAMPLE = re.compile(r"\"([^\"]{12,})\"")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(<A-Z-])")
 LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
 _SPEECH_VERBS = (
@@ -148,14 +148,13 @@ def _names_in(line, transcript):
 
 
 def examples_of(instructions):
-    """Return the examples that ``instructions`` (texts) quote: passages a summary must not
-    repeat as facts."""
+    """Return the examples that ``instructions`` (texts) quote, three words or more: passages
+    a summary must not repeat as facts (their placeholders match nothing)."""
     found = []
     for text in instructions:
         for match in _QUOTED_EXAMPLE.finditer(text or ""):
-            example = PLACEHOLDER.sub(" ", match.group(1) or match.group(2))
-            if len(example.split()) >= 3:
-                found.append(example)
+            if len(match.group(1).split()) >= 3:
+                found.append(match.group(1))
     return found
 
 
@@ -240,7 +239,8 @@ def _copies_example(sentence, transcript, examples):
     """Tell whether ``sentence`` repeats an example that the transcript does not tell."""
     words = set(plain_words(sentence))
     for example in examples:
-        telling = {w for w in telling_words(plain_words(example)) if len(w) >= 3}
+        told = plain_words(PLACEHOLDER.sub(" ", example))
+        telling = {w for w in telling_words(told) if len(w) >= 3}
         if len(telling) >= 2 and len(telling & words) >= EXAMPLE_WORD_SHARE * len(telling):
             if not survives(sentence, transcript.words):
                 return True
@@ -262,7 +262,7 @@ def _strangers(sentence, transcript):
             continue
         if word in transcript.words:
             continue
-        opening = index == 0 or tokens[index - 1] in ".!?:;\"(-*"
+        opening = index == 0 or tokens[index - 1] in '.!?:;"(-*'
         following = tokens[index + 1].lower() if index + 1 < len(tokens) else ""
         if not opening or token.endswith("'s") or _names_what_follows(following):
             strangers.append(token)

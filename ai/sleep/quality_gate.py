@@ -24,6 +24,7 @@ from ..utils.grounding import survives
 from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER
 from ..utils.message_format import is_summary, one_line, summary_text
 from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
+
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
 
