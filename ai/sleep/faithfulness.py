@@ -48,7 +48,7 @@ ACTIONS = (
         {"add_journal_entry", "update_entity_observation"},
     ),
     (r"stored|memori[sz]ed|saved|remembered", {"memory", "memories"}, {"store_memory"}),
-    (r"gave|handed|passed", set(), {"give"}),
+    (r"gave|handed", set(), {"give"}),
     (r"pinned", set(), {"pin_fact"}),
     (r"looked at|looked around|examined|inspected", set(), {"look"}),
     (r"searched", set(), {"search_history", "recall_memories", "review_journal"}),
@@ -110,6 +110,10 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
     transcript = Transcript(assistant=assistant_name.lower())
     for name in [assistant_name, *participants]:
         transcript.names[name.lower()] = name
+    for message in messages:
+        speaker = message["role"] == "user" and read_event(message.get("content"))[0]
+        if speaker:
+            transcript.names[speaker.lower()] = speaker
     results = {m.get("tool_call_id"): m.get("content") or "" for m in messages}
     for message in messages:
         content = message.get("content") or ""
@@ -123,12 +127,10 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
         elif message["role"] == "assistant":
             transcript.credit("you", content)
             for call in message.get("tool_calls") or ():
-                arguments = call["function"].get("arguments") or ""
-                transcript.credit("you", arguments)
+                transcript.credit("you", call["function"].get("arguments") or "")
         elif message["role"] == "user":
             speaker, _, words = read_event(content)
             if speaker:
-                transcript.names[speaker.lower()] = speaker
                 transcript.credit(speaker.lower(), words)
             transcript.words |= set(plain_words(content))
         else:
@@ -143,8 +145,11 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
 
 
 def _names_in(line, transcript):
-    """Return the known speakers a summary line names, lower case."""
-    return [word for word in set(plain_words(line)) if word in transcript.said]
+    """Return who a summary line credits, lower case: the participants it names, else the
+    assistant (``"you"``) when it speaks of it."""
+    words = set(plain_words(line))
+    named = [name for name in transcript.names if name != transcript.assistant and name in words]
+    return named or (["you"] if words & {"you", transcript.assistant} else [])
 
 
 def examples_of(instructions):
@@ -192,7 +197,7 @@ def check_summary(summary, transcript, examples=(), self_word="you"):
     repairs = Repairs()
     kept = []
     for line in summary.splitlines():
-        mark = LIST_MARK.match(line).group(0) if LIST_MARK.match(line) else ""
+        mark = (LIST_MARK.match(line) or [""])[0]
         sentences = [s for s in _SENTENCE.split(line[len(mark) :].strip()) if s]
         checked = [_checked(s, transcript, examples, self_word.lower(), repairs) for s in sentences]
         checked = [s for s in checked if s]
@@ -218,8 +223,10 @@ def _checked(sentence, transcript, examples, self_word, repairs):
     who = (credited.group("who") or credited.group("named")).lower()
     if who in ("you", "i") and who != self_word:
         return sentence  # a quoted "I" or "you": no one in particular
-    if credited.group("named") and who not in transcript.names:
-        return sentence  # "Note: ...", not a person
+    if (credited.group("named") and who not in transcript.names) or (
+        who in _STARTERS and who not in ("you", "i")
+    ):
+        return sentence  # "Note: ...", "They said ...": no one in particular
     speaker = "you" if who in (self_word, transcript.assistant) else who
     right = _speaker_of(sentence, speaker, transcript)
     if right == speaker:
