@@ -346,8 +346,9 @@ players share you: say who said or did what, by the name the transcript gives th
 Keep every fact about people, creatures, objects, places and events, with its exact names \
 and numbers; decisions, promises, deals and debts, with their terms and deadlines; any \
 constraint, rule, secret or password someone relied on; the current state of things and \
-tasks still open, with who owns them; what is planned next; and anything from an earlier \
-[CONTEXT SUMMARY] that still matters.
+tasks in progress or still open, with who owns them; what is planned next; anything else \
+you would need to carry on as if you still had the whole conversation; and anything from \
+an earlier [CONTEXT SUMMARY] that still matters.
 
 Tell only what the transcript shows. Credit words only to the one who said them; name only \
 people who appear in it; say you did something (noted it, gave it, looked at it) only when \
