@@ -391,7 +391,7 @@ def _calibrate(script, result):
 
 DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversation between \
 players of a game and you, their assistant, so that you can go on without it. Several \
-players share you: always say who said or did what, by name.
+players share you: say who said or did what, by the name the transcript gives them.
 
 Keep every fact about people, creatures, objects, places and events, with its exact names \
 and numbers; decisions, promises, deals and debts, with their terms and deadlines; any \
@@ -400,17 +400,21 @@ tasks in progress or still open, with who owns them; what is planned next; anyth
 you would need to carry on as if you still had the whole conversation; and anything from \
 an earlier [CONTEXT SUMMARY] that still matters.
 
-Write it as a record of the past: a request someone made is told as what was asked, by \
-whom, and whether it was done ("Bob asked you to fetch the lamp; not done yet"), never as an \
-order. Leave out greetings, small talk, your own replies, how tools were called, and anything \
-said twice. Write at most {max_words} words."""
+Tell only what the transcript shows. Credit words only to the one who said them; name only \
+people who appear in it; say you did something (noted it, gave it, looked at it) only when \
+one of your tool calls in it did. Write it as a record of the past: a request is told as who \
+asked for what and whether it was done, never as an order. Leave out greetings, small talk, \
+your own replies, how tools were called, and anything said twice. Write at most \
+{max_words} words."""
 # Said after the transcript, where a small model heeds it: given the instructions before
 # the transcript alone, Qwen2.5-Coder-1.5B copied the transcript out instead of condensing
-# it (754 tokens for 780); asked again after it, it listed the facts (about 120 words).
+# it (754 tokens for 780); asked again after it, it listed the facts (about 120 words). Its
+# shape is a placeholder: an example with names and facts was copied into summaries as facts.
 SUMMARY_REQUEST = """List every fact worth keeping from the conversation above, one short \
-line each, naming who said it ("- Bob runs the forge by the north gate."). Keep exact names, \
-numbers and constraints; skip greetings and small talk; do not copy the conversation. At most \
-{max_words} words."""
+line each, as "- <speaker> said <what they said>." with the speaker's name as the \
+conversation gives it. Keep exact names, numbers and constraints; add nothing the \
+conversation does not say; skip greetings and small talk; do not copy the conversation. At \
+most {max_words} words."""
 SUMMARY_MAX_WORDS = 400
 
 

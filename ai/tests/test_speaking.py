@@ -137,7 +137,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
     def test_extraction_text_is_never_said_but_its_facts_are_journaled(self):
         notes = (
             "Here are the facts:\n1. Char buried 40 gold coins under the old oak.\n"
-            "2. Char2 owes the innkeeper 25 silver pieces.\nAll facts are journaled now."
+            "2. Char2 said the cellar door password is swordfish.\nAll facts are journaled now."
         )
         result, added = self.extract(notes)
         self.assertEqual(self.heard, [])
@@ -146,7 +146,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
             [e["content"] for e in journal_entries(self.assistant)],
             [
                 "Char buried 40 gold coins under the old oak.",
-                "Char2 owes the innkeeper 25 silver pieces.",
+                "Char2 said the cellar door password is swordfish.",
             ],
         )
         self.assertTrue(journal_entries(self.assistant)[0]["source_message_ids"])
