@@ -88,24 +88,28 @@ class LoopResult:
 
 # Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
 # gave "I'm glad you're doing well, <name>!" to 30 messages in a row once it had said it).
+# Every nudge is framed as a note from the game: worded as the player's, the model answered
+# it aloud ("Yes, I already said that.", "I did not hear an earlier message", Qwen2.5-Coder
+# 1.5B on a generated conversation).
+NUDGE_FRAME = "(A note from the game, not from {speaker}; never mention it.) "
 REPEAT_NUDGE = (
-    "You said that already, to an earlier message. Reply to what {speaker} just said, in "
-    "new words."
+    NUDGE_FRAME + "Your draft reply was almost the same as a reply you gave before. Write "
+    "a reply that fits what {speaker} just said."
 )
 # Earlier replies compared with a new one.
 RECENT_REPLIES = 3
 # Sent once, after an answer that only repeated the player's line (Qwen2.5-Coder-1.5B did
 # that to a fact stated with a greeting: "Hello Helper! I buried 40 gold coins...").
 ECHO_NUDGE = (
-    "You only repeated what {speaker} said. Reply to {speaker} in your own words: answer "
-    "the question, or say briefly that you will remember it."
+    NUDGE_FRAME + "Your draft reply only repeated what {speaker} said. Reply to {speaker} in "
+    "your own words: answer the question, or say briefly that you will remember it."
 )
 
 # Sent once, after an answer that only announced a tool use ("I will add <thing> to my
 # journal.", no call made): Qwen2.5-Coder-1.5B offered tools natively answered every line so.
 INTENTION_NUDGE = (
-    "Do not say that you will use a tool: use it now, or answer {speaker} directly in your "
-    "own words."
+    NUDGE_FRAME + "Do not say that you will use a tool: use it now, or answer {speaker} "
+    "directly in your own words."
 )
 # What the turn's audience sees when an answer only announced a tool use and was not said:
 # an honest sign that no answer came, never recorded (the model would copy it).

@@ -82,7 +82,8 @@ class TestEchoGuard(SpeakingTestCase):
         result = self.tick_on([("say", {"message": "My horse is called Thunder."})], "Lovely!")
         llm = self.llm
         self.assertEqual(len(llm.calls), 2)
-        self.assertIn("You only repeated what Char said", llm.calls[1][-1]["content"])
+        self.assertIn("only repeated what Char said", llm.calls[1][-1]["content"])
+        self.assertIn("not from Char; never mention it", llm.calls[1][-1]["content"])
         self.assertEqual(result["reply"], "Lovely!")
         self.assertEqual(len(self.script.conversation_history), 2, "the echo was not kept")
 
@@ -97,7 +98,7 @@ class TestEchoGuard(SpeakingTestCase):
         self.tick_on(stock.format("Char"), text="Hello Helper, how are you?")
         result = self.tick_on(stock.format("Char"), "Fine, Char: Thunder is a grand name!")
         self.assertEqual(result["loop"].repeat_retries, 1)
-        self.assertIn("You said that already", self.llm.calls[1][-1]["content"])
+        self.assertIn("almost the same as a reply you gave", self.llm.calls[1][-1]["content"])
         self.assertEqual(result["reply"], "Fine, Char: Thunder is a grand name!")
         again = self.tick_on(stock.format("Char"), stock.format("Char"), text="Nice day.")
         self.assertEqual(again["reply"], stock.format("Char"), "a second repeat is said")
