@@ -76,7 +76,7 @@ class CompactionTestCase(AssistantTestCase):
 
     def setUp(self):
         super().setUp()
-        store_window(self.script, 256)
+        store_window(self.script, 1000)
         self.script.set_config("compact_preserve_window", 4)
 
     def compact(self, force=True, **kwargs):
