@@ -31,7 +31,7 @@ from .notify import post_to_log_channel
 
 # A summary is worth asking for when the messages are at least this many times the
 # smallest summary: its marker, its reference line and a few lines of text.
-SUMMARY_WORTH_FACTOR = 3
+SUMMARY_WORTH_FACTOR = 2
 MIN_SUMMARY_TEXT_TOKENS = 40
 # What a refused summary's result carries, so that the next attempt does something else.
 REFUSED_FOR_SIZE = "refused_for_size"
@@ -71,11 +71,14 @@ def summary_split(script, kind, before, config):
 
     The preserve window's split, unless its messages are too few for a summary or were
     refused before: then the smaller floor's (which may be no better; the strategy then
-    makes no model call and the compaction escalates).
+    makes no model call and the compaction escalates). When the frame alone reaches the
+    threshold, no floor is lowered: nothing would make room.
     """
     messages, read_at = old_messages(script, kind, before, config)
     model = script.history.model
     if worth_summarizing(messages, model) and not refused_before(script, kind, messages):
+        return messages, read_at
+    if frame_leaves_no_room(before, kind_threshold(config, kind)):
         return messages, read_at
     return old_messages(script, kind, before, config, floor=1)
 
@@ -122,6 +125,8 @@ def make_room(script, character, kind, config, result):
     after = measure_context(script, character)
     if after.usage >= threshold:
         tell_no_room(script, character, kind, after, threshold, final)
+    if not steps:
+        return result
     return {**final, "escalation": {"first": brief(result), **steps}}
 
 
