@@ -306,9 +306,10 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
     Returns:
         Deferred: Fires with the compaction's result dict.
     """
-    if not worth_summarizing(plan.messages, script.history.model):
+    if plan.kind != "manual" and not worth_summarizing(plan.messages, script.history.model):
         # Decided before any call: extraction and the summary would be spent on a
-        # compaction refused for its size (see ai.sleep.escalation).
+        # compaction refused for its size (see ai.sleep.escalation). A builder who asks
+        # gets the model's attempt.
         error = (
             f"{plan.tokens} tokens in {plan.message_count} messages are too few to be worth "
             "a summary"

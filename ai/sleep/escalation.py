@@ -88,6 +88,8 @@ def needs_room(script, character, kind, config, result):
     (not for a model that failed, nor a veto)."""
     if result.get("vetoed") or result.get("model_failed"):
         return False
+    if (result.get("summary") or {}).get("model_failed"):  # hybrid's summary step
+        return False
     return measure_context(script, character).usage >= kind_threshold(config, kind)
 
 
