@@ -1,10 +1,19 @@
-"""The prompt's frame: what each context type sends besides history, at the defaults.
+"""The prompt's frame: what each context type sends besides history, at the defaults, and
+the smallest window a conversation runs in.
 
 For a fresh assistant at the contrib's defaults (the offline engine, counted as cl100k),
 every context type is assembled without history (``ai.context_usage.measure_frame``) and
 its tokens are reported with their parts (the system prompt, the other components, the
 tool schemas). ``tick_event``'s frame is what ``max_context_tokens`` must leave room
 beside: the smallest window ``set_config`` accepts is reported too.
+
+Then, at each of ``WINDOWS``, a player says ``TICKS`` lines to an assistant at the
+defaults (a fact, or a question about an earlier one): reported are the ticks that
+replied, the emergency compactions that ran and those that left usage over the threshold,
+how many archived messages whole, and the calls that would have been over the window (not
+sent). A window works when every tick replied and every emergency brought usage under the
+threshold. The offline engine stands in for the model: its summaries are short, so a real
+small model's may need more room.
 
 A model that litellm cannot count with a bundled encoding is counted by the heuristic (four
 characters a token) until calibrated: ``--model`` measures the frame as counted for it.
@@ -15,8 +24,73 @@ Prints JSON; always exits 0 (a report, not a test). Run from the repository root
 
 import argparse
 import json
+import os
+import sys
 
 from bench_env import new_assistant, setup_evennia
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")
+)
+from play import run_in_reactor  # noqa: E402  (demo/play.py)
+
+WINDOWS = (1100, 1300, 1500, 2000, 2500)
+TICKS = 40
+
+
+def line(index):
+    """Return the player's ``index``-th line: a fact every third line, else a question."""
+    if index % 3 == 0:
+        return f"Remember this: item {index} is kept in box {index * 7}, in the <place>."
+    return f"Where is item {(index // 3) * 3} kept, and is it still there?"
+
+
+@defer.inlineCallbacks
+def converse(window, model):
+    """Return what ``TICKS`` ticks of conversation did at ``max_context_tokens`` ``window``."""
+    from evennia.utils import create
+
+    character = new_assistant(key=f"Sage{window}")
+    script = character.assistant_script
+    script._stop_task()
+    if model:
+        script.set_config("llm_model", model)
+    script.set_config("max_context_tokens", window)
+    player = create.create_object(
+        "evennia.objects.objects.DefaultCharacter", key="<player>", location=character.location
+    )
+    row = {"window": window, "replied": 0, "emergencies": 0, "still_over": 0, "archived": 0}
+    row["not_sent_over_window"] = 0
+    for index in range(TICKS):
+        script.queue_event(
+            {
+                "type": "speech",
+                "speaker": player.dbref,
+                "speaker_name": player.key,
+                "text": line(index),
+            }
+        )
+        result = yield script.at_repeat()
+        row["replied"] += result.get("status") == "replied"
+        row["not_sent_over_window"] += result.get("status") == "over_window"
+        emergency = result.get("emergency") or {}
+        if "context_compaction" in emergency:
+            row["emergencies"] += 1
+            row["still_over"] += bool(emergency["still_over_threshold"])
+            row["archived"] += emergency["context_compaction"].get("archived_messages", 0)
+    row["works"] = row["replied"] == TICKS and not row["still_over"]
+    return row
+
+
+@defer.inlineCallbacks
+def converse_at_each_window(model):
+    """Return one row per window of ``WINDOWS``."""
+    rows = []
+    for window in WINDOWS:
+        rows.append((yield converse(window, model)))
+    return rows
 
 
 def smallest_accepted_window(script, frame_tokens):
@@ -55,6 +129,14 @@ def main():
         "frames": frames,
         "smallest_accepted_window": smallest_accepted_window(script, tick),
     }
+    if not args.model:  # a conversation needs a model that answers offline
+        rows = run_in_reactor(converse_at_each_window, args.model)
+        if isinstance(rows, Failure):
+            rows.raiseException()
+        report["conversations"] = rows
+        report["smallest_working_window"] = min(
+            (row["window"] for row in rows if row["works"]), default=None
+        )
     print(json.dumps(report, indent=2))
 
 

@@ -8,12 +8,14 @@ usage is still over the threshold).
 
 The split keeps a preserve window of recent messages verbatim (the last
 ``compact_preserve_window`` messages or the most recent 20% of ``max_context_tokens``,
-whichever keeps more) and never separates a tool-calling message from its results. Only
+whichever keeps more; less of the window when the frame takes much of it, see
+``ai.sleep.common.preserve_tokens``) and never separates a tool-calling message from its results. Only
 the messages to compact are sent to the summary call, in chunks when they do not fit the
 summarizing model's window. Replacement is one transaction: the replaced messages are
 archived (linked to their summary), never deleted; messages appended meanwhile stay; a
 failed, empty or not-smaller summary changes nothing, and so does one that would remove
 less than ``STALL_SHARE`` of the history (a stall, not repeated until the history changes).
+An automatic compaction that cannot make room escalates (``ai.sleep.escalation``).
 Facts journaled from the compacted messages that a summary dropped are appended to it
 (``quality_gate``); ``ai.signals`` tells receivers before and after, and lets them veto.
 """
