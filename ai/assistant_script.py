@@ -35,6 +35,7 @@ from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
+from .tool_offering import load_tool_offerings
 from .utils.gc_freeze import freeze_when_loaded
 
 COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
@@ -81,6 +82,7 @@ class AssistantScript(DefaultScript):
         """
         set_extraction_signal(self, False)
         load_calibrations()
+        load_tool_offerings()
         open_log_channel()
         preloading = threads.deferToThread(load_litellm)
         preloading.addErrback(

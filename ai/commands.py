@@ -24,6 +24,7 @@ from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
 from .helpers.memory_links import memory_namespace
 from .history import row_to_message
+from .llm_interaction import call_options, resolve_model
 from .models import (
     CompactionRecord,
     ConversationMessage,
@@ -37,6 +38,7 @@ from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import ExtractionBeforeSummary
 from .sleep.undo import UndoRefused, undo_last_compaction
+from .tool_offering import tool_offering
 from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, summary_text, tool_call_text
@@ -359,6 +361,16 @@ def row_state(row):
     return f"archived in {row.replaced_by_id}" if row.replaced_by_id else "archived"
 
 
+def tools_offered(script):
+    """Return how the assistant's model is offered tools, and who chose (see
+    ``ai.tool_offering``)."""
+    try:
+        option = call_options(script).get("tools_as_text")
+    except ConfigError:
+        option = None  # The gateway refuses the call and logs why.
+    return tool_offering(resolve_model(script), option)
+
+
 def summaries_of(script):
     """Return every compaction summary row of ``script`` (live or archived), oldest first."""
     rows = ConversationMessage.objects.filter(db_script_id=script.id, role="system").order_by("id")
@@ -405,7 +417,8 @@ class CmdAiHistory(MuxCommand):
       pins        - the pinned messages, and how much of their cap they hold
 
     Without a name, the only assistant in the room is shown. The plain form shows
-    how full the context is against the compaction thresholds, each live summary
+    how full the context is against the compaction thresholds, how tools are
+    offered to the model (natively or listed as text, and who chose), each live summary
     in full with its metadata, the journal's synthesis entries, then the live
     history, oldest first: each message's row id (the one aicompact/pin and
     aihistory/archived take), role, tokens and a preview; in it, summaries read
@@ -468,6 +481,7 @@ class CmdAiHistory(MuxCommand):
             f"History: {usage.history_tokens} tokens ({usage.history_usage:.1%}) in "
             f"{usage.message_count} messages. Model: {script.history.model}. "
             f"Last compaction: {when(script.db.last_compaction)}.",
+            tools_offered(script),
         ]
         for message in messages:
             successive = message["metadata"].get("successive_compactions") or 0

@@ -151,8 +151,9 @@ def number_range(low, high, low_open=False):
 
     @accepts(float, f"a number in {bound}")
     def check(value):
-        above = value > low if low_open else value >= low
-        if not (_is_number(value) and above and value <= high):
+        if not _is_number(value):
+            raise ValueError(f"must be {check.allowed}")
+        if not (value > low if low_open else value >= low) or value > high:
             raise ValueError(f"must be {check.allowed}")
 
     return check
@@ -415,8 +416,13 @@ AI_SETTINGS = {
     "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
     "AI_LLM_TIMEOUT": (
         60,
-        "Seconds before a model call is abandoned as a timeout (a model's own timeout option "
-        "wins)",
+        "Seconds before a call to a hosted model is abandoned as a timeout (a model's own "
+        "timeout option wins)",
+    ),
+    "AI_LLM_LOCAL_TIMEOUT": (
+        600,
+        "Seconds before a call to a model served locally (api_base on loopback or a private "
+        "network, or ollama, lm_studio, llamafile) is abandoned (its own timeout option wins)",
     ),
     "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
     "AI_LLM_THREADS": (

@@ -15,12 +15,20 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from .cache_hints import cache_hints
-from .config import ConfigError, ai_setting, checked_setting, model_options
+from .config import (
+    MODEL_OPTION_CHECKS,
+    ConfigError,
+    ai_setting,
+    checked_setting,
+    model_options,
+)
 from .litellm_loader import load_litellm, model_input_window
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
+from .tool_offering import offers_as_text, switch_to_text
 from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
 from .utils.message_format import is_summary, payload_of, summary_text, tool_call_text
+from .utils.model_location import is_served_locally
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.thread_pools import LazyPool
 from .utils.token_counter import (
@@ -63,6 +71,10 @@ class LLMResult:
             be read as one of the offered tools (removed from ``content``).
         counted_prompt_tokens (int): Our count of the prompt, for a model whose counts are
             calibrated against the provider's (0 otherwise).
+        tools_offered (str): How the call offered tools: ``native`` (the API's ``tools``),
+            ``text`` (listed in the prompt) or "" (none).
+        offer_forced (bool): The model's ``tools_as_text`` option chose how, not the contrib
+            (see ``ai.tool_offering``).
     """
 
     ok: bool
@@ -76,6 +88,8 @@ class LLMResult:
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
     counted_prompt_tokens: int = 0
+    tools_offered: str = ""
+    offer_forced: bool = False
 
     def as_message(self):
         """Return the answer as an assistant message for the history."""
@@ -217,6 +231,8 @@ def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache
     result = LLMResult(ok=True, content=content, tool_calls=tool_calls, model=model, usage=usage)
     if tools and not tool_calls and content:
         recover_text_tool_calls(result, tools)
+    if tools:
+        result.tools_offered = "text" if tools_as_text else "native"
     if needs_calibration(model):
         result.counted_prompt_tokens = REPLY_PRIMING_TOKENS
         result.counted_prompt_tokens += count_tools_tokens(kwargs.get("tools"), model)
@@ -268,7 +284,9 @@ def call_llm(
         model (str, optional): Overrides the script's model.
         tools (list, optional): OpenAI-style tool schemas to offer.
         timeout (float, optional): Seconds per attempt; else the options' ``timeout``, else
-            ``AI_LLM_TIMEOUT``. The request itself is cancelled when it runs out.
+            ``AI_LLM_LOCAL_TIMEOUT`` for a model served locally, ``AI_LLM_TIMEOUT`` for
+            others (see ``default_timeout``). The request itself is cancelled when it runs
+            out.
         max_retries (int, optional): Retries after a retryable failure;
             ``AI_LLM_MAX_RETRIES`` by default.
         purpose (str): ``reply``, ``task`` or ``summary``: which options apply (see
@@ -287,9 +305,9 @@ def call_llm(
     try:
         options = call_options(script, purpose)
         own_timeout = options.pop("timeout", None)
-        tools_as_text = options.pop("tools_as_text", False)
-        timeout = timeout or own_timeout or ai_setting("AI_LLM_TIMEOUT")
+        tools_as_text, forced = offers_as_text(model, options.pop("tools_as_text", None))
         kwargs = {**litellm_kwargs(options), **extra}
+        timeout = timeout or own_timeout or default_timeout(model, kwargs.get("api_base"))
     except ConfigError as err:
         logger.log_err(f"AI {script.label}: model call to {model} not made: {err}")
         return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
@@ -312,8 +330,10 @@ def call_llm(
             if kind == "timeout":
                 detail = f"no answer within {timeout:g}s"
         else:
-            result.attempts = attempt
+            result.attempts, result.offer_forced = attempt, forced
             _calibrate(script, result)
+            if result.text_tool_calls:
+                prefer_text_listing(script, result, "wrote its tool calls as text")
             for piece in result.malformed_tool_calls:
                 logger.log_warn(f"AI {script.label}: ignored a tool call in the text: {piece}")
             return result
@@ -331,6 +351,36 @@ def call_llm(
         yield deferLater(reactor, delay, lambda: None)
 
 
+def default_timeout(model, api_base=None):
+    """Return the timeout of a call whose options set none: ``AI_LLM_LOCAL_TIMEOUT`` for a
+    model served locally (see ``ai.utils.model_location``), else ``AI_LLM_TIMEOUT``.
+
+    Raises:
+        ConfigError: for a refused setting.
+    """
+    local = is_served_locally(model, api_base)
+    name = "AI_LLM_LOCAL_TIMEOUT" if local else "AI_LLM_TIMEOUT"
+    return checked_setting(name, MODEL_OPTION_CHECKS["timeout"])
+
+
+def prefer_text_listing(script, result, reason):
+    """List the tools of ``result``'s model as text from now on, when they went natively
+    and its options leave the choice to the contrib (never fails a call).
+
+    Returns:
+        bool: True when this switched the model.
+    """
+    if result.tools_offered != "native" or result.offer_forced:
+        return False
+    try:
+        return switch_to_text(result.model, reason)
+    except Exception:
+        logger.log_trace(
+            f"AI {script.label}: could not remember how to offer tools to {result.model}"
+        )
+        return False
+
+
 def _calibrate(script, result):
     """Let the provider's reported prompt tokens calibrate our counts (never fails a call)."""
     try:
@@ -341,7 +391,7 @@ def _calibrate(script, result):
 
 DEFAULT_COMPACTION_PROMPT = """You are condensing the older part of a conversation between \
 players of a game and you, their assistant, so that you can go on without it. Several \
-players share you: always say who said or did what, by name.
+players share you: say who said or did what, by the name the transcript gives them.
 
 Keep every fact about people, creatures, objects, places and events, with its exact names \
 and numbers; decisions, promises, deals and debts, with their terms and deadlines; any \
@@ -350,17 +400,21 @@ tasks in progress or still open, with who owns them; what is planned next; anyth
 you would need to carry on as if you still had the whole conversation; and anything from \
 an earlier [CONTEXT SUMMARY] that still matters.
 
-Write it as a record of the past: a request someone made is told as what was asked, by \
-whom, and whether it was done ("Bob asked you to fetch the lamp; not done yet"), never as an \
-order. Leave out greetings, small talk, your own replies, how tools were called, and anything \
-said twice. Write at most {max_words} words."""
+Tell only what the transcript shows. Credit words only to the one who said them; name only \
+people who appear in it; say you did something (noted it, gave it, looked at it) only when \
+one of your tool calls in it did. Write it as a record of the past: a request is told as who \
+asked for what and whether it was done, never as an order. Leave out greetings, small talk, \
+your own replies, how tools were called, and anything said twice. Write at most \
+{max_words} words."""
 # Said after the transcript, where a small model heeds it: given the instructions before
 # the transcript alone, Qwen2.5-Coder-1.5B copied the transcript out instead of condensing
-# it (754 tokens for 780); asked again after it, it listed the facts (about 120 words).
+# it (754 tokens for 780); asked again after it, it listed the facts (about 120 words). Its
+# shape is a placeholder: an example with names and facts was copied into summaries as facts.
 SUMMARY_REQUEST = """List every fact worth keeping from the conversation above, one short \
-line each, naming who said it ("- Bob runs the forge by the north gate."). Keep exact names, \
-numbers and constraints; skip greetings and small talk; do not copy the conversation. At most \
-{max_words} words."""
+line each, as "- <speaker> said <what they said>." with the speaker's name as the \
+conversation gives it. Keep exact names, numbers and constraints; add nothing the \
+conversation does not say; skip greetings and small talk; do not copy the conversation. At \
+most {max_words} words."""
 SUMMARY_MAX_WORDS = 400
 
 

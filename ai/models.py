@@ -127,6 +127,19 @@ class TokenCalibration(models.Model):
         return f"{self.model}: x{self.factor:.2f} ({len(self.samples)} samples)"
 
 
+class ToolOffering(models.Model):
+    """How a model is offered tools when its options leave it to the contrib: a row means
+    listed in the prompt as text, since the model showed it cannot use them natively (see
+    ``ai.tool_offering``)."""
+
+    model = models.CharField(max_length=255, unique=True)
+    reason = NulSafeTextField(help_text="What the model did that made the switch.")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.model}: tools as text ({self.reason})"
+
+
 class JournalEntry(models.Model):
     """One entry of an assistant's journal, in the seeds' format (see ``helpers.journal``).
 

@@ -46,7 +46,8 @@ class PromptComponent:
 
 # Measured with make eval-local: an example exchange kept a small local model from
 # repeating players' lines back to them; an instruction to journal in the same breath did
-# not (facts are journaled before every compaction anyway).
+# not (facts are journaled before every compaction anyway). The example is placeholders: one
+# with names and facts gave a model those facts to repeat as if someone had said them.
 DEFAULT_SYSTEM_PROMPT = """You are {name}, a friendly character in a text game. Several \
 players talk to you.
 
@@ -54,11 +55,11 @@ Reply to the newest message in one short sentence of your own, speaking to that 
 name. Answer questions from what was said earlier and from what you remember; if you do \
 not know, say so. Never repeat or restate what the player just said.
 
-Example:
-Dana says, "My cat is called Pip."
-You: What a sweet name, Dana!
-Eli says, "What is Dana's cat called?"
-You: Her cat is called Pip, Eli."""
+Example (<...> stands for what the players actually say):
+<player> says, "My <thing> is <value>."
+You: Good to know, <player>!
+<other player> says, "What is <player>'s <thing>?"
+You: It is <value>, <other player>."""
 
 STATIC_COMPONENTS = [
     PromptComponent(

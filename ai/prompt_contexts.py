@@ -122,9 +122,11 @@ DEFAULT_PRE_COMPACTION_PROMPT = """The older part of the conversation below will
 summarised, and its details lost. You do not talk to anyone now: you only take notes.
 
 Save every fact in it that is not saved yet: names, numbers, places, promises, decisions, \
-secrets and open tasks. For each fact, call add_journal_entry with one full sentence that \
-names who said it; several calls in one answer are fine. For a fact about one person, also \
-call update_entity_observation. When every fact is saved, call noop."""
+secrets and open tasks. Save only what the conversation says, in its own words and names; \
+never your own plans, remarks or what you are doing now. For each fact, call \
+add_journal_entry with one full sentence that names who said it; several calls in one \
+answer are fine. For a fact about one person, also call update_entity_observation. When \
+every fact is saved, call noop."""
 
 
 @dataclass

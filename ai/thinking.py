@@ -7,7 +7,7 @@ The emote is shown at most once per turn, and only when a call outlasts ``thinki
 from evennia.utils import logger
 from twisted.internet import reactor
 
-from .audience import listeners_of
+from .tools.communication import emote
 
 
 class ThinkingEmote:
@@ -38,11 +38,7 @@ class ThinkingEmote:
         self.shown = True
         text = self.emote.replace("{name}", self.character.key)
         try:
-            if self.audience:
-                for listener in listeners_of(self.audience):
-                    listener.msg(text, from_obj=self.character)
-            else:
-                self.character.location.msg_contents(text, from_obj=self.character)
+            emote(self.character, text, self.audience)
         except Exception:
             logger.log_trace(f"AI {self.character.key}({self.character.dbref}): the emote failed")
 

@@ -7,7 +7,8 @@ and stops on: a terminal tool, ``noop``, no tool call, a tool outside the contex
 iteration limit.
 """
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 
 from evennia.utils import logger
 from twisted.internet import defer
@@ -15,7 +16,7 @@ from twisted.internet import defer
 from .audience import event_audience, with_audience
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
-from .llm_interaction import call_llm, context_window, resolve_model
+from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_components import (
     COMPONENT_CONVERSATION_HISTORY,
@@ -27,8 +28,9 @@ from .prompt_rendering import recall_query
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
-from .tools.communication import speak
+from .tools.communication import emote, speak
 from .utils.echo import is_echo, repeats_itself
+from .utils.intentions import only_announces
 from .utils.message_format import SendableMessages
 from .utils.text_tool_calls import looks_like_markup
 
@@ -57,6 +59,10 @@ class LoopResult:
             player's line (once a turn; a second echo is withheld).
         repeat_retries (int): Answers asked for again because they said what an earlier
             reply said (once a turn; a second repeat is said).
+        intention_retries (int): Answers asked for again because they only announced a
+            tool use without making it ("I will add <thing> to my journal.").
+        intentions_withheld (list): Such announcements that were not said (asked again
+            already, or no retry left this turn).
         text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
         malformed_tool_calls (list): Text that looked like a tool call but was none.
     """
@@ -74,6 +80,8 @@ class LoopResult:
     withheld: list = field(default_factory=list)
     echo_retries: int = 0
     repeat_retries: int = 0
+    intention_retries: int = 0
+    intentions_withheld: list = field(default_factory=list)
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
 
@@ -92,6 +100,16 @@ ECHO_NUDGE = (
     "You only repeated what {speaker} said. Reply to {speaker} in your own words: answer "
     "the question, or say briefly that you will remember it."
 )
+
+# Sent once, after an answer that only announced a tool use ("I will add <thing> to my
+# journal.", no call made): Qwen2.5-Coder-1.5B offered tools natively answered every line so.
+INTENTION_NUDGE = (
+    "Do not say that you will use a tool: use it now, or answer {speaker} directly in your "
+    "own words."
+)
+# What the turn's audience sees when an answer only announced a tool use and was not said:
+# an honest sign that no answer came, never recorded (the model would copy it).
+NO_ANSWER_EMOTE = "{name} hesitates, and does not answer."
 
 
 def _not_run(call, why):
@@ -231,7 +249,8 @@ def run_react_loop(
         if thinking:
             thinking.watch(calling)
         answer = yield calling
-        nudge = _nudge(answer, event, history, result) if config.speaks and event else None
+        speaking = config.speaks and event
+        nudge = _nudge(script, answer, event, history, result) if speaking else None
         if nudge:
             answer = yield call_llm(
                 script,
@@ -240,6 +259,8 @@ def run_react_loop(
                 purpose=purpose,
                 cache_points=points,
             )
+        if speaking and answer.ok and _announces_only(answer):
+            answer = _withhold_announcement(script, character, answer, audience, result)
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -286,14 +307,22 @@ def recall_for(script, character, config, event, audience, shown=()):
     return [describe_memory(memory) for memory in found]
 
 
-def _nudge(answer, event, history, result):
-    """Return what to ask the model once more when ``answer`` echoes or repeats, else None.
+def _nudge(script, answer, event, history, result):
+    """Return what to ask the model once more when ``answer`` only announces a tool use,
+    echoes or repeats, else None.
 
-    Asked once a turn: a second echo is withheld; a second repeat is said (the same
-    question may deserve the same answer).
+    Asked once a turn: a second announcement or echo is withheld; a second repeat is said
+    (the same question may deserve the same answer). A model that announces while offered
+    tools natively gets them listed as text from now on, this retry included.
     """
-    if result.echo_retries or result.repeat_retries or not answer.ok:
+    if result.echo_retries or result.repeat_retries or result.intention_retries:
         return None
+    if not answer.ok:
+        return None
+    if _announces_only(answer):
+        result.intention_retries += 1
+        prefer_text_listing(script, answer, "announced a tool use without making it")
+        return INTENTION_NUDGE.format(speaker=_speaker(event))
     if _echoes(answer, event):
         result.echo_retries += 1
         return ECHO_NUDGE.format(speaker=_speaker(event))
@@ -315,12 +344,49 @@ def _speaker(event):
 
 
 def _said_in(message):
-    """Return what an assistant message says: its text and its ``say`` calls' arguments."""
-    said = [message.get("content") or ""]
-    for call in message.get("tool_calls") or ():
-        if call["function"]["name"] == "say":
-            said.append(call["function"].get("arguments") or "")
+    """Return what an assistant message says: its text and its ``say`` calls' messages."""
+    said = [message.get("content") or "", *_say_messages(message.get("tool_calls"))]
     return " ".join(said).strip()
+
+
+def _say_messages(tool_calls):
+    """Return the messages of the ``say`` calls among ``tool_calls``."""
+    messages = []
+    for call in tool_calls or ():
+        if call["function"]["name"] == "say":
+            arguments = call["function"].get("arguments") or ""
+            try:
+                messages.append(str(json.loads(arguments).get("message", "")))
+            except (ValueError, AttributeError):
+                messages.append(arguments)
+    return messages
+
+
+def _heard(answer):
+    """Return what the room would hear of ``answer``: its ``say`` messages, else its text."""
+    return " ".join(_say_messages(answer.tool_calls)) or answer.content or ""
+
+
+def _announces_only(answer):
+    """Tell whether ``answer`` only announces a tool use: no call but ``say`` made, and
+    nothing said but the announcement (see ``ai.utils.intentions``)."""
+    if any(call["function"]["name"] != "say" for call in answer.tool_calls):
+        return False
+    return only_announces(_heard(answer))
+
+
+def _withhold_announcement(script, character, answer, audience, result):
+    """Keep an answer that only announces a tool use from the room; return it emptied.
+
+    Its ``say`` calls are dropped with its text: nothing of it is said or recorded. The
+    audience sees ``NO_ANSWER_EMOTE``, so that a player knows no answer came.
+    """
+    text = _heard(answer).strip()
+    logger.log_warn(f"AI {script.label}: withheld an announced tool use never made: {text[:60]}")
+    result.intentions_withheld.append(text)
+    if character.location is not None:
+        emote(character, NO_ANSWER_EMOTE.format(name=character.key), audience)
+    return replace(answer, content="", tool_calls=[])
 
 
 def _echoes(answer, event):

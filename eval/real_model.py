@@ -1,429 +1,499 @@
-"""Play a scripted conversation with the assistant on a real model, and score what it did.
+"""Play generated conversations with the assistant on a real model, and score what it did.
 
-``make eval-local`` runs this against Qwen2.5-Coder-1.5B-Instruct served on this machine
-by llama.cpp (see ``local_server.py``); ``make eval-local MODEL=... API_BASE=...`` against
-any litellm model (Ollama, a hosted provider with its key in the environment).
+``make eval-local`` runs this against Qwen2.5-Coder-1.5B-Instruct served on this machine by
+llama.cpp (see ``local_server.py``); ``make eval-local MODEL=... API_BASE=...`` against any
+litellm model (Ollama, a hosted provider with its key in the environment).
 
-Three players plant facts in a tavern and ask about them later, through the real contrib
-(typeclasses, script, ticks, compaction), as ``make demo`` does. The context window is
-small, so the history is compacted at least once in an emergency and once in sleep. At the
-end it sleeps until its journal is in long-term memory and prints, for each planted fact,
-whether it is in the live context, in a summary, in the journal, recalled from long-term
-memory by its question's words, and whether its question was answered right; every answer; the tool calls made
-and the malformed ones; what the room heard that it should not have (tool-call markup,
-extraction notes); and timings. The exit code is 1 when a target is missed.
+Each run plays one conversation (``conversations.py``: generated from a seed, new each run
+unless ``--seed`` is given, or ``--conversation fixed``) through the real contrib
+(typeclasses, script, ticks, extraction, compaction) at the contrib's defaults: only the
+model, its ``api_base`` and key variable, and the context window (``--window``) are set,
+plus ``--strategy`` / ``--layout`` when compared. Small talk follows the planted facts until
+the history has been compacted; then the questions; then sleeps until the journal is in
+long-term memory. It prints where each fact can be found and whether each question was
+answered right, then the figures (``results.py``) and the targets, and writes the run as
+JSON under ``build/eval/runs``. Several runs (``--runs``) are aggregated: mean and min-max.
+
+It stops at once, printing no figures, when the model server dies, a call is refused as
+badly configured, or three ticks in a row fail: a run that measured nothing says so.
+Exit code: 0 targets met, 1 a target missed, 2 stopped.
 
 Usage::
 
-    python eval/real_model.py [--model M --api-base URL --api-key-env VAR] [--game-dir D]
+    python eval/real_model.py [--model M --api-base URL --api-key-env VAR] [--seed S]
+        [--runs N | --seeds 'S1 S2 ...'] [--conversation generated|fixed] [--window N]
+        [--strategy S] [--layout L] [--facts N] [--questions N] [--filler N] [--game-dir D]
 """
 
 import argparse
+import json
 import os
+import random
 import sys
 import time
 from dataclasses import dataclass, field
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
-sys.path.insert(
-    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")
-)
+EVAL_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(EVAL_DIR), "demo"))
+import conversations  # noqa: E402
+import detectors  # noqa: E402
 import play  # noqa: E402  (the demo's boot and reactor helpers)
+import results  # noqa: E402
 
-ROOM = "Crossroads Inn"
-ASSISTANT = "Wren"
-PLAYERS = ("Alice", "Bob", "Carol")
-# A window this small makes a short conversation need compacting, as a long one would.
-MAX_CONTEXT_TOKENS = 2400
-PRESERVE_WINDOW = 4
+# The smallest window docs/context.md recommends for small models. (The lead sets it.)
+SMALLEST_RECOMMENDED_WINDOW = 4096
 LOCAL_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_KEY_VARIABLE = "EVAL_LOCAL_API_KEY"
-CALL_TIMEOUT = 900
-RIGHT_ANSWERS_TARGET = 0.8
+RUNS_DIR = os.path.join(os.path.dirname(EVAL_DIR), "build", "eval", "runs")
+CAST_TAG = "ai-eval-cast"
+FAILED_TICKS_LIMIT = 3
+SLOW_CALL_SECONDS = 60
+MAX_MEMORY_SLEEPS = 3
 RULE = "-" * 78
 
-# (key, speaker, the line that plants it, asker, question, words one of which a right
-# answer contains). The key is a distinctive string of the fact, looked for everywhere.
-FACTS = [
-    (
-        "north gate",
-        "Bob",
-        "I run the forge by the north gate.",
-        "Carol",
-        "Where is Bob's forge?",
-        ("north gate",),
-    ),
-    (
-        "old oak",
-        "Carol",
-        "I buried 40 gold coins under the old oak in Mirkwood.",
-        "Alice",
-        "Where did Carol bury her gold coins?",
-        ("oak",),
-    ),
-    (
-        "12 iron ingots",
-        "Alice",
-        "I promised Bob to deliver 12 iron ingots on Friday.",
-        "Bob",
-        "How many iron ingots will Alice deliver to me?",
-        ("12", "twelve"),
-    ),
-    (
-        "swordfish",
-        "Bob",
-        "The password for the cellar door is swordfish.",
-        "Carol",
-        "What is the password for the cellar door?",
-        ("swordfish",),
-    ),
-    (
-        "Thunder",
-        "Carol",
-        "My horse is called Thunder.",
-        "Alice",
-        "What is the name of Carol's horse?",
-        ("thunder",),
-    ),
-    (
-        "Edwin",
-        "Alice",
-        "My brother Edwin keeps bees in the village of Riverrun.",
-        "Carol",
-        "Who keeps bees in Riverrun?",
-        ("edwin",),
-    ),
-    (
-        "six bells",
-        "Bob",
-        "The ferry to Port Ashby leaves at six bells every morning.",
-        "Alice",
-        "When does the ferry to Port Ashby leave?",
-        ("six", "6"),
-    ),
-    (
-        "Willow Lane",
-        "Carol",
-        "The healer Mira lives at the end of Willow Lane.",
-        "Bob",
-        "Where does the healer Mira live?",
-        ("willow",),
-    ),
-    (
-        "25 silver",
-        "Alice",
-        "I owe the innkeeper 25 silver pieces.",
-        "Carol",
-        "How much silver does Alice owe the innkeeper?",
-        ("25", "twenty-five", "twenty five"),
-    ),
-    (
-        "bell tower",
-        "Bob",
-        "The map to the dragon lair is hidden in the chapel bell tower.",
-        "Alice",
-        "Where is the map to the dragon lair hidden?",
-        ("bell tower", "chapel"),
-    ),
-]
-GREETING = ("Alice", "Hello Wren, good evening!")
-# Small talk between the facts and the questions, until the history has been compacted in
-# an emergency and then in sleep (at most MAX_SMALL_TALK lines).
-SMALL_TALK = [
-    ("Carol", "What do you think of the ale they serve here?"),
-    ("Bob", "It has been a long, cold week at work, friend."),
-    ("Alice", "Do you like the songs the bard plays in the evening?"),
-    ("Bob", "Tell me something cheerful, Wren."),
-    ("Carol", "The fire is warm tonight, is it not?"),
-    ("Alice", "Have you ever travelled far from this inn?"),
-]
-MAX_SMALL_TALK = 30
-# Sleeps at the end, to move what the journal still holds into long-term memory.
-MAX_MEMORY_SLEEPS = 3
-# Questions come after every fact is planted, in an order unlike the planting.
-QUESTION_ORDER = (1, 4, 0, 7, 2, 9, 5, 3, 8, 6)
+
+class EvaluationStopped(Exception):
+    """The run cannot measure anything: the server died or the model calls keep failing."""
 
 
 @dataclass
 class Turn:
     """One player line and what came of it."""
 
-    speaker: str
-    line: str
+    line: conversations.Line
     reply: str = ""
     status: str = ""
     seconds: float = 0.0
-    fact: tuple = None
+    question: conversations.Question = None
 
 
 @dataclass
 class Run:
-    """Everything the evaluation observed."""
+    """Everything one run observed."""
 
+    conversation: conversations.Conversation
     turns: list = field(default_factory=list)
+    heard: list = field(default_factory=list)  # (listener, text)
     compactions: list = field(default_factory=list)
-    failed_compactions: list = field(default_factory=list)
-    extractions: list = field(default_factory=list)
-    heard: list = field(default_factory=list)
-    tool_calls: int = 0
-    text_tool_calls: int = 0
-    malformed: list = field(default_factory=list)
-    withheld: list = field(default_factory=list)
-    echo_retries: int = 0
+    refused: list = field(default_factory=list)
+    failed_ticks: int = 0
     sleeps: int = 0
-    remembered: dict = field(default_factory=dict)
+
+
+class Watchdog:
+    """Stops the evaluation when it can no longer measure anything.
+
+    Attributes:
+        server: The local model server to check before and after each tick (or None).
+        failed_in_a_row: Ticks that failed with a model error since the last good one.
+    """
+
+    def __init__(self, server=None):
+        self.server = server
+        self.failed_in_a_row = 0
+
+    def before_tick(self):
+        """Raise EvaluationStopped if the model server has exited."""
+        if self.server is not None:
+            try:
+                self.server.check_alive()
+            except RuntimeError as err:
+                raise EvaluationStopped(str(err)) from err
+
+    def after_tick(self, result):
+        """Raise EvaluationStopped on a dead server, a bad configuration, or failing ticks."""
+        self.before_tick()
+        answer = result.get("llm")
+        if getattr(answer, "error_kind", None) == "bad_config":
+            raise EvaluationStopped(f"the model call was refused as misconfigured: {answer.error}")
+        if result.get("status") != "llm_error":
+            self.failed_in_a_row = 0
+            return
+        self.failed_in_a_row += 1
+        if self.failed_in_a_row >= FAILED_TICKS_LIMIT:
+            error = getattr(answer, "error", "") or "no error given"
+            raise EvaluationStopped(
+                f"{self.failed_in_a_row} ticks in a row failed to reach the model; the last "
+                f"error: {error}"
+            )
+
+
+class CallTimer:
+    """Times every litellm call (a litellm callback: the model boundary, not the product)."""
+
+    def __init__(self):
+        self.seconds = []
+
+    def install(self):
+        """Register with litellm; return self."""
+        from litellm.integrations.custom_logger import CustomLogger
+
+        from ai.litellm_loader import load_litellm
+
+        timer = self
+
+        class _Logger(CustomLogger):
+            def log_success_event(self, kwargs, response_obj, start_time, end_time):
+                timer.seconds.append((end_time - start_time).total_seconds())
+
+            log_failure_event = log_success_event
+
+        litellm = load_litellm()
+        litellm.callbacks = [*litellm.callbacks, _Logger()]
+        return self
 
 
 def listen(player, run, assistant):
-    """Record every message ``player`` receives from the assistant: what the room heard."""
+    """Record every message ``player`` receives from the assistant: what they heard."""
     original = player.msg
 
     def msg(text=None, from_obj=None, **kwargs):
         if from_obj is assistant and text is not None:
-            run.heard.append(text[0] if isinstance(text, tuple) else str(text))
+            heard = text[0] if isinstance(text, tuple) else str(text)
+            run.heard.append((player.key, heard))
         return original(text=text, from_obj=from_obj, **kwargs)
 
     player.msg = msg
 
 
-def build_cast(model, options):
-    """Create the inn, its players (listened to) and the assistant on the real model."""
+def build_cast(conversation, model, options, settings):
+    """Create the inn, its players (listened to) and the assistant; remove any earlier cast."""
     from evennia.utils import create
-    from evennia.utils.search import search_object
+    from evennia.utils.search import search_object_by_tag
 
-    for key in (ASSISTANT, *PLAYERS, ROOM):
-        for obj in search_object(key, exact=True):
-            obj.delete()
-    room = create.create_object(play.ROOM_TYPECLASS, key=ROOM, nohome=True)
+    for obj in search_object_by_tag(CAST_TAG):
+        obj.delete()
+
+    def made(typeclass, key, **kwargs):
+        obj = create.create_object(typeclass, key=key, **kwargs)
+        obj.tags.add(CAST_TAG)
+        return obj
+
+    room = made(play.ROOM_TYPECLASS, conversation.room, nohome=True)
     players = {
-        name: create.create_object(play.PLAYER_TYPECLASS, key=name, location=room, home=room)
-        for name in PLAYERS
+        name: made(play.PLAYER_TYPECLASS, name, location=room, home=room)
+        for name in conversation.players
     }
-    assistant = create.create_object(
-        play.ASSISTANT_TYPECLASS, key=ASSISTANT, location=room, home=room
-    )
+    assistant = made(play.ASSISTANT_TYPECLASS, conversation.assistant, location=room, home=room)
     script = assistant.assistant_script
-    script.stop()
+    script.stop()  # the evaluation plays the ticker
     script.set_config("llm_model", model)
     script.set_config("llm_options", options)
-    script.set_config("max_context_tokens", MAX_CONTEXT_TOKENS)
-    script.set_config("compact_preserve_window", PRESERVE_WINDOW)
+    script.set_config("max_context_tokens", settings["window"])
+    for name, key in (("compact_strategy", "strategy"), ("prompt_layout", "layout")):
+        if settings.get(key):
+            script.set_config(name, settings[key])
     return players, assistant
 
 
-def note_tick(result, run):
-    """Collect a tick's compaction, extraction and tool-call figures."""
-    loop = result.get("loop")
-    if loop is not None:
-        run.tool_calls += len(loop.tools_called) + len(loop.tools_refused)
-        run.text_tool_calls += loop.text_tool_calls
-        run.malformed += loop.malformed_tool_calls
-        run.withheld += loop.withheld
-        run.echo_retries += loop.echo_retries
+def note_compaction(result, run):
+    """Record the compaction a tick ran (done or refused) and print it."""
     memory = result.get("emergency") or result.get("memory") or {}
-    extraction = memory.get("pre_compaction_extraction")
-    if extraction and extraction.get("iterations"):
-        run.extractions.append(extraction)
-        run.tool_calls += len(extraction.get("tools_called", []))
-        run.text_tool_calls += extraction.get("text_tool_calls", 0)
-        run.malformed += extraction.get("malformed_tool_calls", [])
-    if extraction and extraction.get("iterations"):
-        print(f"     >> extraction journaled {extraction.get('facts_recorded')} facts")
     compaction = memory.get("context_compaction")
-    if compaction and compaction.get("skipped"):
-        print(f"     >> no compaction: {compaction.get('reason')}")
-    elif compaction:
-        (run.compactions if compaction.get("success") else run.failed_compactions).append(
-            compaction
+    if not compaction or compaction.get("skipped"):
+        return
+    if compaction.get("success"):
+        run.compactions.append(compaction)
+        print(
+            f"     >> {compaction['kind']} compaction: {compaction['compacted_messages']} "
+            f"messages -> summary; context {compaction['usage_before']:.0%} -> "
+            f"{compaction['usage_after']:.0%}"
         )
-        if compaction.get("success"):
-            print(
-                f"     >> {compaction['kind']} compaction: {compaction['compacted_messages']} "
-                f"messages -> summary; context {compaction['usage_before']:.0%} -> "
-                f"{compaction['usage_after']:.0%}"
-            )
-        else:
-            print(f"     >> {compaction['kind']} compaction FAILED: {compaction.get('error')}")
+    else:
+        run.refused.append(compaction)
+        print(f"     >> {compaction.get('kind')} compaction refused: {compaction.get('error')}")
 
 
 @defer.inlineCallbacks
-def say(script, player, line, run, fact=None):
-    """Say ``line`` as ``player`` and run the tick that answers it."""
-    player.execute_cmd(f"say {line}")
+def say(script, player, line, run, watchdog, question=None):
+    """Say (or whisper) ``line`` as ``player`` and run the tick that answers it."""
+    assistant = script.obj
+    if line.whisper:
+        player.execute_cmd(f"whisper {assistant.key} = {line.text}")
+    else:
+        player.execute_cmd(f"say {line.text}")
+    watchdog.before_tick()
     started = time.monotonic()
     result = yield script.at_repeat()
-    turn = Turn(player.key, line, fact=fact, status=result.get("status", ""))
+    turn = Turn(line, result.get("reply") or "", result.get("status", ""), question=question)
     turn.seconds = time.monotonic() - started
-    turn.reply = result.get("reply") or ""
     run.turns.append(turn)
-    note_tick(result, run)
-    print(f"     {ASSISTANT} ({turn.seconds:.0f}s, {turn.status}): {turn.reply or '-'}")
-    usage = script.context_usage()
-    print(f"     context {usage.total_tokens:,}/{usage.max_tokens:,} = {usage.usage:.0%}")
+    note_compaction(result, run)
+    print(f"     {assistant.key} ({turn.seconds:.0f}s, {turn.status}): {turn.reply or '-'}")
+    watchdog.after_tick(result)
 
 
 @defer.inlineCallbacks
-def sleep(script, run):
-    """Let the assistant doze, then dream: its sleep pipeline compacts at 70%."""
+def sleep(script, run, watchdog):
+    """Let the assistant doze, then dream: its sleep pipeline compacts at its threshold."""
     script.fall_asleep("evaluation")
     run.sleeps += 1
     for _ in range(2):
+        watchdog.before_tick()
         started = time.monotonic()
         result = yield script.at_repeat()
-        note_tick(result, run)
-        print(f"     {ASSISTANT} is {result.get('phase')} ({time.monotonic() - started:.0f}s)")
-
-
-def compacted(run, kind):
-    """Tell whether a compaction of ``kind`` has succeeded in the run."""
-    return any(c["kind"] == kind for c in run.compactions)
+        note_compaction(result, run)
+        print(f"     {script.obj.key} is {result.get('phase')} ({time.monotonic() - started:.0f}s)")
+        watchdog.before_tick()
 
 
 @defer.inlineCallbacks
-def converse(players, assistant, run):
-    """Plant every fact, talk until both kinds of compaction ran, then ask the questions."""
+def converse(players, assistant, run, watchdog):
+    """Plant the facts, talk until the history was compacted, ask, then consolidate."""
+    from ai.helpers.memory_links import count_unconsolidated
+
+    conversation = run.conversation
     script = assistant.assistant_script
     threshold = script.get_config("compact_sleep_threshold")
     number = 0
 
-    def step(speaker, line, fact=None):
+    def step(line, question=None):
         nonlocal number
         number += 1
-        print(f"[{number:2d}] {speaker}: {line}")
-        return say(script, players[speaker], line, run, fact)
+        how = "whispers" if line.whisper else "says"
+        print(f"[{number:2d}] {line.speaker} {how}: {line.text}")
+        return say(script, players[line.speaker], line, run, watchdog, question)
 
-    yield step(*GREETING)
-    for _, speaker, line, *_ in FACTS:
-        yield step(speaker, line)
-    for turn in range(MAX_SMALL_TALK):
-        if compacted(run, "emergency") and compacted(run, "sleep"):
+    for line in conversation.opening:
+        yield step(line)
+    for line in conversation.filler:
+        if run.compactions or run.refused:
             break
-        if compacted(run, "emergency") and script.context_usage().usage >= threshold:
-            print(f"[--] (the inn goes quiet; {ASSISTANT} falls asleep)")
-            yield sleep(script, run)
+        if script.context_usage().usage >= threshold:
+            print(f"[--] (the inn goes quiet; {assistant.key} falls asleep)")
+            yield sleep(script, run, watchdog)
             continue
-        yield step(*SMALL_TALK[turn % len(SMALL_TALK)])
-    for index in QUESTION_ORDER:
-        _, _, _, asker, question, _ = FACTS[index]
-        yield step(asker, question, FACTS[index])
-    yield recall_from_memory(assistant, run)
-    return run
-
-
-@defer.inlineCallbacks
-def recall_from_memory(assistant, run):
-    """Sleep until the journal is in long-term memory; then recall each fact's question.
-
-    ``run.remembered`` gets, per fact, the first recalled memory that still holds: what
-    long-term memory alone gives back for the question's words.
-    """
-    from ai.helpers.memory_links import count_unconsolidated
-    from ai.semantic_memory import recall
-
-    script = assistant.assistant_script
+        yield step(line)
+    for question in conversation.questions:
+        line = conversations.Line(question.asker, question.text, question.whisper, "question")
+        yield step(line, question)
     for _ in range(MAX_MEMORY_SLEEPS):
         if not count_unconsolidated(assistant):
             break
-        print(f"[--] ({ASSISTANT} sleeps to consolidate its journal into long-term memory)")
-        yield sleep(script, run)
-    for key, _, _, _, question, _ in FACTS:
-        found = yield recall(assistant, question, None, 5)
-        holding = [memory["text"] for memory in found if memory["invalid_at"] is None]
-        run.remembered[key] = holding[0] if holding else ""
+        print(f"[--] ({assistant.key} sleeps to consolidate its journal into long-term memory)")
+        yield sleep(script, run, watchdog)
+    return run
 
 
-def is_right(reply, words):
-    """Tell whether ``reply`` holds one of the words of a right answer."""
-    return any(word in reply.lower() for word in words)
+def kept_texts(assistant):
+    """Return what the assistant kept, by place: live messages, summaries, journal, memory.
 
+    Summaries include those replaced since (a summary of a summary); the journal includes
+    archived entries: whatever was ever written there can have invented something.
+    """
+    from ai.models import ConversationMessage, JournalEntry, MemoryLink
 
-def fact_table(script, character, run):
-    """Print each fact's places and whether its question was answered right."""
-    places = play.fact_places(script, character, [f[0] for f in FACTS])
-    answers = {turn.fact[0]: turn for turn in run.turns if turn.fact}
-    right = 0
-    print(f"{'fact':<16}{'live':>6}{'summary':>9}{'journal':>9}{'memory':>8}{'answered':>10}")
-    for key, *_, words in FACTS:
-        found = places[key]
-        turn = answers.get(key)
-        ok = bool(turn) and is_right(turn.reply, words)
-        right += ok
-        recalled = is_right(run.remembered.get(key, ""), words)
-        print(
-            f"{key:<16}{'yes' if 'recent' in found else '-':>6}"
-            f"{'yes' if 'summary' in found else '-':>9}{'yes' if 'journal' in found else '-':>9}"
-            f"{'yes' if recalled else '-':>8}{'right' if ok else 'WRONG':>10}"
-        )
-    lost = [key for key, found in places.items() if not found]
-    return right, lost
-
-
-def spoken_problems(run):
-    """Return what the room heard that it never should: markup, extraction notes."""
-    from ai.utils.text_tool_calls import looks_like_markup
-
-    return [line for line in run.heard if looks_like_markup(line)]
-
-
-def report(assistant, run, elapsed):
-    """Print the evaluation's tables and figures; return the list of missed targets."""
     script = assistant.assistant_script
-    print(RULE)
-    print("answers:")
-    for turn in run.turns:
-        if turn.fact:
-            print(f"  {turn.speaker}: {turn.line}\n    -> {turn.reply or '(' + turn.status + ')'}")
-    print(RULE)
-    right, lost = fact_table(script, assistant, run)
-    asked = len(QUESTION_ORDER)
-    bad_speech = spoken_problems(run)
-    ticks = [turn.seconds for turn in run.turns]
-    kinds = [c["kind"] for c in run.compactions]
-    print(RULE)
-    print(f"questions answered right: {right}/{asked}")
-    print(f"facts findable after the compactions: {len(FACTS) - len(lost)}/{len(FACTS)}")
-    remembered = sum(is_right(run.remembered.get(fact[0], ""), fact[-1]) for fact in FACTS)
-    print(f"facts recalled from long-term memory by their question: {remembered}/{len(FACTS)}")
-    print(
-        f"compactions: {len(run.compactions)} ({kinds.count('emergency')} emergency, "
-        f"{kinds.count('sleep')} sleep), failed: {len(run.failed_compactions)}"
+    rows = ConversationMessage.objects.filter(db_script=script)
+    summaries = [r.content or "" for r in rows if (r.metadata or {}).get("type") == "compaction"]
+    live = [
+        r.content or ""
+        for r in rows.filter(is_live=True)
+        if (r.metadata or {}).get("type") != "compaction"
+    ]
+    journal = list(
+        JournalEntry.objects.filter(db_object=assistant).values_list("content", flat=True)
     )
-    print(
-        f"extractions: {len(run.extractions)}, facts journaled by them: "
-        f"{sum(e.get('facts_recorded', 0) for e in run.extractions)}"
-    )
-    print(
-        f"tool calls made: {run.tool_calls} (written as text and recovered: "
-        f"{run.text_tool_calls}); malformed: {len(run.malformed)}; withheld answers: "
-        f"{len(run.withheld)}"
-    )
-    from ai.utils.echo import is_echo
+    memory = list(MemoryLink.objects.filter(db_object=assistant).values_list("text", flat=True))
+    live_summaries = [
+        r.content or ""
+        for r in rows.filter(is_live=True)
+        if (r.metadata or {}).get("type") == "compaction"
+    ]
+    return {
+        "live": live,
+        "summary": live_summaries,
+        "all_summaries": summaries,
+        "journal": journal,
+        "memory": memory,
+    }
 
-    echoes = [turn for turn in run.turns if not turn.fact and is_echo(turn.reply, turn.line)]
-    print(
-        f"replies that repeated the player's line: {len(echoes)}/{len(run.turns) - asked} "
-        f"(answers asked for again after an echo: {run.echo_retries})"
+
+PLACES = ("live", "summary", "journal", "memory")
+
+
+def without_frame(text):
+    """Return ``text`` without the lines the contrib writes around what a model wrote.
+
+    A summary opens with the contrib's marker and preamble, a restored part with its header:
+    those are the contrib's words, not the model's, so they cannot invent anything.
+    """
+    from ai.utils import markers
+
+    frame = (
+        markers.SUMMARY_MARKER,
+        markers.SUMMARY_PREAMBLE,
+        markers.RESTORED_HEADER,
+        markers.NOTES_HEADER,
+        markers.SYNTHESIS_MARKER,
+        markers.PINNED_FACT_MARKER,
     )
-    print(f"lines the room heard: {len(run.heard)}; with markup: {len(bad_speech)}")
-    for line in bad_speech:
-        print(f"  !! {line[:70]}")
-    print(
-        f"ticks: {len(ticks)}, median {sorted(ticks)[len(ticks) // 2]:.0f}s, "
-        f"longest {max(ticks):.0f}s; whole run {elapsed / 60:.1f} min"
-    )
-    missed = []
-    if lost:
-        missed.append(f"facts lost: {', '.join(lost)}")
-    if right < RIGHT_ANSWERS_TARGET * asked:
-        missed.append(f"{right}/{asked} questions answered right (target 80%)")
-    if bad_speech:
-        missed.append(f"{len(bad_speech)} line(s) of markup spoken to the room")
-    if run.failed_compactions:
-        missed.append(f"{len(run.failed_compactions)} failed compaction(s)")
-    if "emergency" not in kinds or "sleep" not in kinds:
-        missed.append("not both an emergency and a sleep compaction")
-    return missed
+    for words in frame:
+        text = text.replace(words, " ")
+    return text
+
+
+def measure(run, assistant, calls, minutes):
+    """Return the run's record: metrics, answers, where each fact is, and every finding."""
+    conversation = run.conversation
+    kept = kept_texts(assistant)
+    places = {
+        fact.id: [p for p in PLACES if any(detectors.mentions(t, fact.value) for t in kept[p])]
+        for fact in conversation.facts.values()
+    }
+    answers = [
+        {
+            "asker": turn.line.speaker,
+            "question": turn.line.text,
+            "purpose": turn.question.purpose,
+            "reply": turn.reply or f"({turn.status})",
+            "right": detectors.answer_right(turn.question, turn.reply),
+        }
+        for turn in run.turns
+        if turn.question
+    ]
+    stored = [
+        without_frame(text) for text in kept["all_summaries"] + kept["journal"] + kept["memory"]
+    ]
+    replies = [turn.reply for turn in run.turns if turn.reply]
+    findings = {
+        "invented": detectors.invented(stored, conversation),
+        "swapped": detectors.swapped(stored, conversation),
+        "intentions": detectors.intentions(replies),
+        "echoes": [
+            detectors.Finding(t.line.text, t.reply)
+            for t in run.turns
+            if t.line.role != "question" and detectors.is_echo(t.reply, t.line.text)
+        ],
+        "markup": detectors.markup([text for _, text in run.heard]),
+        "leaks": detectors.leaks(run.heard, conversation),
+    }
+    facts = len(places) or 1
+    metrics = {
+        "answers_right": sum(a["right"] for a in answers) / (len(answers) or 1),
+        "facts_findable": sum(bool(found) for found in places.values()) / facts,
+        **{f"found_{p}": sum(p in found for found in places.values()) / facts for p in PLACES},
+        **{key: len(found) for key, found in findings.items()},
+        "compactions_done": len(run.compactions),
+        "compactions_refused": len(run.refused),
+        "slow_calls": sum(seconds > SLOW_CALL_SECONDS for seconds in calls),
+        "calls": len(calls),
+        "minutes": round(minutes, 1),
+    }
+    return {
+        "metrics": metrics,
+        "answers": answers,
+        "facts": places,
+        "findings": {k: [vars(f) for f in found] for k, found in findings.items()},
+        "refusals": [c.get("error") for c in run.refused],
+    }
+
+
+def report(record):
+    """Print a run's answers, fact table, findings and targets; return the missed targets."""
+    print(RULE)
+    for answer in record["answers"]:
+        verdict = "right" if answer["right"] else "WRONG"
+        print(f"  [{verdict}] {answer['asker']} ({answer['purpose']}): {answer['question']}")
+        print(f"          -> {answer['reply']}")
+    print(RULE)
+    print(f"{'fact':<16}" + "".join(f"{p:>9}" for p in PLACES))
+    for fact, found in record["facts"].items():
+        print(f"{fact:<16}" + "".join(f"{'yes' if p in found else '-':>9}" for p in PLACES))
+    for key, found in record["findings"].items():
+        for finding in found[:5]:
+            print(f"  !! {key}: {finding['what']}: {finding['text'][:90]!r}")
+    for refusal in record["refusals"]:
+        print(f"  !! refused compaction: {refusal}")
+    metrics = record["metrics"]
+    if not metrics["compactions_done"] + metrics["compactions_refused"]:
+        print("  !! no compaction ran: 'facts findable' says nothing of compaction here")
+    print(RULE)
+    return results.print_summary(results.aggregate([record]))
+
+
+@defer.inlineCallbacks
+def play_runs(plan, model, options, settings, watchdog, timer, runs_dir=RUNS_DIR):
+    """Play each conversation of ``plan`` in turn; save and return the run records."""
+    records = []
+    for conversation in plan:
+        print(RULE)
+        print(
+            f"run {len(records) + 1}/{len(plan)}: {conversation.name} conversation, seed "
+            f"{conversation.seed} (repeat it with --seed {conversation.seed})"
+        )
+        players, assistant = build_cast(conversation, model, options, settings)
+        run = Run(conversation)
+        for player in players.values():
+            listen(player, run, assistant)
+        started, first_call = time.monotonic(), len(timer.seconds)
+        try:
+            yield converse(players, assistant, run, watchdog)
+        except EvaluationStopped as stop:
+            record = run_record(conversation, model, settings, aborted=str(stop))
+            save(record, runs_dir)
+            raise
+        record = run_record(conversation, model, settings)
+        record.update(measure(run, assistant, timer.seconds[first_call:], _minutes(started)))
+        if not any(turn.status == "replied" for turn in run.turns):
+            record = run_record(conversation, model, settings, aborted="no tick replied")
+            save(record, runs_dir)
+            raise EvaluationStopped("no tick replied: the run measured nothing")
+        record["missed"] = report(record)
+        save(record, runs_dir)
+        records.append(record)
+    return records
+
+
+def _minutes(started):
+    return (time.monotonic() - started) / 60
+
+
+def run_record(conversation, model, settings, aborted=None):
+    """Return the head of a run's JSON record."""
+    record = {
+        "stamp": time.strftime("%Y%m%d-%H%M%S"),
+        "seed": conversation.seed,
+        "conversation": conversation.name,
+        "model": model,
+        "settings": settings,
+    }
+    if aborted:
+        record["aborted"] = aborted
+    return record
+
+
+def save(record, runs_dir):
+    """Write ``record`` to ``<runs_dir>/<stamp>-<seed>.json``; return the path."""
+    os.makedirs(runs_dir, exist_ok=True)
+    name = record["seed"] if record["seed"] is not None else record["conversation"]
+    path = os.path.join(runs_dir, f"{record['stamp']}-{name}.json")
+    with open(path, "w") as handle:
+        json.dump(record, handle, indent=1)
+    print(f"run written to {path}")
+    return path
+
+
+def seeds_of(args):
+    """Return the seeds to run: ``--seeds`` (a count or a list), else ``--runs`` of them."""
+    if args.seeds:
+        items = args.seeds.replace(",", " ").split()
+        if len(items) > 1:
+            return [int(item) for item in items]
+        args.runs = int(items[0])
+    first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    return [first + n for n in range(args.runs)]
+
+
+def plan_of(args):
+    """Return the conversations to play."""
+    if args.conversation == "fixed":
+        return [conversations.fixed() for _ in range(args.runs)]
+    shape = conversations.Shape(facts=args.facts, questions=args.questions, filler=args.filler)
+    return [conversations.generate(seed, shape) for seed in seeds_of(args)]
 
 
 def parse_args(argv):
@@ -432,16 +502,35 @@ def parse_args(argv):
     parser.add_argument("--api-base", help="the model server's URL")
     parser.add_argument("--api-key-env", help="the environment variable holding the key")
     parser.add_argument("--game-dir", default=play.DEFAULT_GAME_DIR)
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, help="the first run's seed (default: a new one)")
+    parser.add_argument("--runs", type=int, default=1, help="runs, one seed each (default 1)")
+    parser.add_argument("--seeds", help="a number of runs, or the seeds: '11 12 13'")
+    parser.add_argument("--conversation", choices=("generated", "fixed"), default="generated")
+    parser.add_argument("--window", type=int, default=SMALLEST_RECOMMENDED_WINDOW)
+    parser.add_argument("--strategy", help="compact_strategy (default: the contrib's)")
+    parser.add_argument("--layout", help="prompt_layout (default: the contrib's)")
+    parser.add_argument("--facts", type=int, default=conversations.Shape.facts)
+    parser.add_argument("--questions", type=int, default=conversations.Shape.questions)
+    parser.add_argument(
+        "--filler",
+        type=int,
+        default=conversations.Shape.filler,
+        help="most small-talk lines said while waiting for a compaction",
+    )
+    parser.add_argument("--runs-dir", default=RUNS_DIR, help="where run JSON files go")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args
 
 
 def model_and_options(args, stack):
-    """Return the model string and its options; start the local server when none is named."""
-    options = {"temperature": 0.2, "max_tokens": 200, "timeout": CALL_TIMEOUT}
+    """Return the model, its options (only what reaching it needs) and the server, if local."""
+    options = {}
     if args.model:
         options.update({"api_base": args.api_base} if args.api_base else {})
         options.update({"api_key_env": args.api_key_env} if args.api_key_env else {})
-        return args.model, options
+        return args.model, options, None
     import local_server
 
     server = stack.enter_context(
@@ -449,37 +538,56 @@ def model_and_options(args, stack):
     )
     # llama.cpp's server checks no key, but the OpenAI client wants one.
     os.environ.setdefault(LOCAL_KEY_VARIABLE, "local")
-    # Offered natively (its chat template's tool block), this model repeats players' lines.
-    options.update(api_base=server.api_base, api_key_env=LOCAL_KEY_VARIABLE, tools_as_text=True)
+    options.update(api_base=server.api_base, api_key_env=LOCAL_KEY_VARIABLE)
     print(f"local model served at {server.api_base} (log: {server.log_path})")
-    return LOCAL_MODEL, options
+    return LOCAL_MODEL, options, server
 
 
 def main(argv):
+    """Play the runs; print and save their figures; return the exit code (0, 1 or 2)."""
     from contextlib import ExitStack
 
     args = parse_args(argv)
-    started = time.monotonic()
+    try:
+        plan = plan_of(args)
+    except ValueError as err:
+        print(f"bad conversation size: {err}", file=sys.stderr)
+        return 2
+    settings = {"window": args.window, "strategy": args.strategy, "layout": args.layout}
     with ExitStack() as stack:
-        model, options = model_and_options(args, stack)
+        model, options, server = model_and_options(args, stack)
         play.boot_evennia(args.game_dir)
-        players, assistant = build_cast(model, options)
-        run = Run()
-        for player in players.values():
-            listen(player, run, assistant)
+        timer = CallTimer().install()
         print(RULE)
-        print(f"evennia-ai real-model evaluation: {model}")
-        print(f"options: { {k: v for k, v in options.items() if k != 'api_key_env'} }")
-        print(f"context window {MAX_CONTEXT_TOKENS} tokens, preserve window {PRESERVE_WINDOW}")
-        print(RULE)
-        outcome = play.run_in_reactor(converse, players, assistant, run)
-        if outcome is not run:
+        print(f"evennia-ai real-model evaluation: {model}, {len(plan)} run(s)")
+        print(f"settings: {settings}; seeds: {', '.join(str(c.seed) for c in plan)}")
+        outcome = play.run_in_reactor(
+            play_runs, plan, model, options, settings, Watchdog(server), timer, args.runs_dir
+        )
+    if isinstance(outcome, Failure):
+        if outcome.check(EvaluationStopped):
+            print(RULE, file=sys.stderr)
+            print(f"EVALUATION STOPPED: {outcome.value}", file=sys.stderr)
+            print("It measured nothing: no figures are given.", file=sys.stderr)
+        else:
             outcome.printTraceback(file=sys.stderr)
-            return 1
-        missed = report(assistant, run, time.monotonic() - started)
+        return 2
+    missed = outcome[-1]["missed"] if len(outcome) == 1 else aggregate_runs(outcome, args.runs_dir)
     for problem in missed:
         print(f"MISSED: {problem}", file=sys.stderr)
     return 1 if missed else 0
+
+
+def aggregate_runs(records, runs_dir):
+    """Print and save the aggregate of several runs; return the missed targets."""
+    print(RULE)
+    summary = results.aggregate(records)
+    missed = results.print_summary(summary)
+    path = os.path.join(runs_dir, f"{records[0]['stamp']}.aggregate.json")
+    with open(path, "w") as handle:
+        json.dump(dict(summary, targets=results.targets(summary)), handle, indent=1)
+    print(f"aggregate written to {path}")
+    return missed
 
 
 if __name__ == "__main__":

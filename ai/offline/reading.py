@@ -6,12 +6,9 @@ JSON-quoted unit (see ``ai.prompt_rendering.render_event``); anything else has n
 
 import re
 
-from ..utils.message_format import unquoted
+from ..utils.message_format import read_event
 from .text_tools import is_question, keywords, sentences, words
 
-_EVENT_LINE = re.compile(
-    r"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes), (?P<text>\".*\")$"
-)
 _GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
 _WEIGHTY = {"promise", "promised", "password", "owe", "owes", "secret", "deadline", "must", "never"}
 _COMMITTING = {"promise", "promised", "i'll", "will", "agree", "agreed", "deal", "owe", "shall"}
@@ -21,21 +18,6 @@ _STOCK_REPLY = re.compile(
     r"|From what I recall:"
     r"|I don't know that yet|Hello, )"
 )
-
-
-def read_event(content):
-    """Split an event line into ``(speaker, verb, words)``; speaker and verb are None if it
-    is no event.
-
-    Only the whole line in the contrib's format counts: the words are one quoted unit; the
-    verb is ``says``, ``whispers to you`` or ``emotes``.
-    """
-    content = (content or "").strip()
-    match = _EVENT_LINE.match(content)
-    text = unquoted(match["text"]) if match else None
-    if text is None:
-        return None, None, content
-    return match["speaker"].strip(), match["verb"], text.strip()
 
 
 def request_text(messages, header):

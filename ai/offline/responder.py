@@ -32,9 +32,9 @@ from ..utils.markers import (
     SUMMARY_PREAMBLE,
     SUPERSEDED_MARK,
 )
-from ..utils.message_format import one_line
+from ..utils.message_format import one_line, read_event
 from . import scorer, summarizer
-from .reading import greets, is_fact, is_weighty, parse_event, read_event, statement
+from .reading import greets, is_fact, is_weighty, parse_event, statement
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")

@@ -36,6 +36,8 @@ from .common import (
     skipped,
 )
 from .compaction import summarize
+from .faithfulness import Repairs, check_summary, examples_of, read_transcript
+from .quality_gate import describe_report
 
 STRATEGY = "assistant_runs"
 # How a run's summary opens: a record of the past in the assistant's own voice, which a
@@ -47,12 +49,13 @@ the players' assistant, used tools and spoke, so that you can go on without its 
 
 Say in the first person and the past tense what you did and what you said, and to whom: \
 what the tools found, the answers you gave, what you promised or decided, with exact names \
-and numbers. Leave out how tools were called and anything said twice. Write at most \
+and numbers. Tell only what the messages show: an action only when a tool call made it. \
+Leave out how tools were called and anything said twice. Write at most \
 {RUN_SUMMARY_MAX_WORDS} words."""
 RUN_REQUEST = f"""In a few short sentences, say what you did and said above, in the first \
-person and the past tense ("I looked up the forge and told Bob it is by the north gate."). \
-Keep exact names and numbers; do not copy the transcript. At most {RUN_SUMMARY_MAX_WORDS} \
-words."""
+person and the past tense ("I <did what> and told <name> <what>."). Keep exact names and \
+numbers; add nothing the messages above do not show; do not copy the transcript. At most \
+{RUN_SUMMARY_MAX_WORDS} words."""
 
 
 def find_runs(messages):
@@ -135,17 +138,37 @@ def compact_assistant_runs(script, character, plan, before, config, extract=None
             summaries.append(summary)
     finally:
         script.ndb.compacting = False
-    return _replace_runs(script, character, kind, runs, summaries, before)
+    summaries, repairs = check_runs(character, older, runs, summaries)
+    return _replace_runs(script, character, kind, runs, summaries, before, repairs)
 
 
-def _replace_runs(script, character, kind, runs, summaries, before):
-    """Store each run's summary in its place, those smaller than their run; return the
-    result."""
+def check_runs(character, older, runs, summaries):
+    """Return ``(summaries, counts)``: each run's summary with what it invents dropped or
+    corrected (``ai.sleep.faithfulness``; "" when nothing is left), and the repairs counted.
+
+    A run's summary may name whoever appears in the older messages (the players it
+    answered), but may claim only the tool calls of its own run.
+    """
+    examples = examples_of((RUN_PROMPT, RUN_REQUEST))
+    total, checked = Repairs().as_result(), []
+    for run, summary in zip(runs, summaries):
+        transcript = read_transcript(older, character.key, calls_from=run)
+        summary, repairs = check_summary(summary, transcript, examples, self_word="I")
+        repairs.add_to(total)
+        checked.append(summary)
+    return checked, total
+
+
+def _replace_runs(script, character, kind, runs, summaries, before, repairs):
+    """Store each run's summary in its place, those kept by the check and smaller than their
+    run; return the result."""
     # The store of the model now: the model may have changed during the summary calls.
     model = script.history.model
     now = timezone.now()
     replacements = []
     for run, summary in zip(runs, summaries):
+        if not summary:
+            continue  # the check kept nothing of it: the run stays as it was
         message = compaction_message(
             "assistant",
             f"{RUN_SUMMARY_PREFIX} {summary}",
@@ -160,7 +183,10 @@ def _replace_runs(script, character, kind, runs, summaries, before):
         if metadata["summary_token_count"] < metadata["original_token_count"]:
             replacements.append((message, run))
     if not replacements:
-        return _failed(script, kind, "refused", "no run's summary is smaller than the run")
+        error = "no run's summary is smaller than the run"
+        if not any(summaries):
+            error = "the quality gate kept no run's summary: each told what the run did not"
+        return {**_failed(script, kind, "refused", error), **repairs}
     store = script.history
     try:
         record, stored = replace_recorded(
@@ -186,8 +212,10 @@ def _replace_runs(script, character, kind, runs, summaries, before):
         "successive_compactions": 1,
         "summary_id": stored[0]["id"],
         "summary_ids": [message["id"] for message in stored],
+        **repairs,
     }
-    return finish(script, character, record, before, result, f"{len(stored)} run summaries")
+    written = describe_report(f"{len(stored)} run summaries", result)
+    return finish(script, character, record, before, result, written)
 
 
 def _failed(script, kind, verb, error):

@@ -68,7 +68,7 @@ from .escalation import (
     worth_summarizing,
 )
 from .masking import mask_tool_outputs
-from .quality_gate import restore_dropped
+from .quality_gate import describe_report, empty_report, gate_summary
 
 # From this many successive compactions on, summaries of summaries lose accuracy (said once).
 ACCURACY_WARNING_AT = 3
@@ -79,6 +79,12 @@ SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
 TOO_LARGE = "the summary call would not fit"
+CALL_FAILED = "summary call failed"
+REFUSED_BY_GATE = (
+    "the quality gate kept no line of the summary ({examples_dropped} copied examples, "
+    "{strangers_dropped} naming strangers, {actions_dropped} claiming actions no tool made, "
+    "{speakers_dropped} crediting words to someone who did not say them)"
+)
 
 
 def summarizer_window(script):
@@ -213,7 +219,7 @@ def _summarize_once(script, messages, instructions):
         return None, f"{TOO_LARGE}: {payload} tokens, over the {window}-token window"
     answer = yield generate_context_summary(script, messages, instructions=instructions)
     if not answer.ok:
-        return None, f"summary call failed ({answer.error_kind}): {answer.error}"
+        return None, f"{CALL_FAILED} ({answer.error_kind}): {answer.error}"
     if not answer.content.strip():
         return None, EMPTY_SUMMARY
     return answer.content.strip(), None
@@ -320,32 +326,39 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
     if extract:
         yield extract()
     script.ndb.compacting = True
-    summaries, checked, appended = [], 0, []
+    summaries, gate = [], empty_report()
+    instructions = summary_instructions(script)
     try:
         # Each audience's messages are summarized apart, so that a summary never tells
         # the room what was whispered (see ai.audience).
         groups, empty = audience_groups(plan.messages), 0
         for audience, members in groups:
-            summary, error = yield summarize(script, members)
+            summary, error = yield summarize(script, members, instructions)
             empty += error == EMPTY_SUMMARY
             if error == EMPTY_SUMMARY and empty < len(groups):
                 # One audience's messages may hold nothing to keep (a whispered greeting):
                 # say what they were rather than let them block every compaction; only
                 # when every audience's summary is empty does the compaction fail.
                 summary, error = describe_mechanically(members), None
+            if not error:
+                summary = gate_summary(character, audience, members, summary, instructions, gate)
+                error = None if summary else REFUSED_BY_GATE.format(**gate)
             if error:
                 logger.log_warn(f"AI {script.label}: {plan.kind} compaction abandoned: {error}")
-                failed = error != EMPTY_SUMMARY and not error.startswith(TOO_LARGE)
-                return {"success": False, "kind": plan.kind, "error": error, "model_failed": failed}
-            summary, facts, restored = restore_dropped(character, audience, members, summary)
-            checked += facts
-            appended += restored
+                # A model that did not answer may next time: no escalation (ai.sleep.escalation).
+                failed = error.startswith(CALL_FAILED)
+                return {
+                    "success": False,
+                    "kind": plan.kind,
+                    "error": error,
+                    "model_failed": failed,
+                    **gate,
+                }
             if plan.notes:
                 summary = "\n".join([summary, NOTES_HEADER, *(f"- {n}" for n in plan.notes)])
             summaries.append((audience, members, summary))
     finally:
         script.ndb.compacting = False
-    gate = {"facts_checked": checked, "facts_appended": len(appended), "appended_entries": appended}
     return _replace(script, character, plan, summaries, before, gate)
 
 
@@ -437,9 +450,7 @@ def _replace(script, character, plan, summaries, before, gate):
         **gate,
         "notes": list(plan.notes),
     }
-    restored = gate["facts_appended"]
-    written = "summary" + (f", {restored} facts restored from the journal" if restored else "")
-    return finish(script, character, record, before, result, written)
+    return finish(script, character, record, before, result, describe_report("summary", gate))
 
 
 @defer.inlineCallbacks

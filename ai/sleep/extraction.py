@@ -24,6 +24,7 @@ from ..prompt_contexts import (
     system_prompt_override,
 )
 from ..tool_execution import run_react_loop
+from ..utils.grounding import transcript_words, unfounded
 from ..utils.markers import SAVED_HEADER
 from ..utils.message_format import one_line
 
@@ -167,13 +168,15 @@ def stated_facts(text):
 def journal_stated_facts(character, texts, history, audience=PUBLIC):
     """Journal the facts a model wrote as text instead of calling ``add_journal_entry``.
 
-    A model that answers the extraction in prose ("1. Bob runs the forge ...") still
-    stated facts worth keeping; each line becomes an entry citing the messages it came from,
-    kept for the ``audience`` of the run that stated it.
+    A model that answers the extraction in prose ("1. <name> said <fact>.") still stated
+    facts worth keeping; each line that the transcript tells (``ai.utils.grounding``: no
+    narration of its own work, no name or number the history lacks) becomes an entry citing
+    the messages it came from, kept for the ``audience`` of the run that stated it.
     """
+    told = transcript_words(history)
     for text in texts:
         for fact in stated_facts(text):
-            if find_same(character, fact, audience):
+            if unfounded(fact, told) or find_same(character, fact, audience):
                 continue
             add_entry(
                 character,

@@ -1,46 +1,112 @@
-"""The compaction's quality gate: a fact journaled from the compacted messages survives it.
+"""The compaction's quality gate: a summary tells only what its messages show, and keeps
+what they and the journal told.
 
-The facts checked are the journal entries that cite a message being compacted (the
-pre-compaction extraction's among them), each against the summary of its own audience:
-a summary is only checked against, and only receives, what its readers may hear. A fact
-survives when its exact names and numbers are all in the summary, with at least half of
-its other telling words; one that does not is appended to the summary from the journal,
-naming the entry it came from. The check reads words only, so it is deterministic.
+In order, for each audience's summary (``gate_summary``):
+
+1. Invented sentences are repaired (``ai.sleep.faithfulness``): a copied example, a stranger's
+   name or an action no tool call made is dropped; words credited to the wrong speaker go to
+   the one who said them. A summary with nothing left is refused.
+2. The lines of an earlier ``[CONTEXT SUMMARY]`` among the messages that the new summary lost
+   are appended, so that a summary of a summary keeps what the first one told.
+3. The journal entries that cite a message being compacted (the pre-compaction extraction's
+   among them), each checked against the summary of its own audience (a summary is only
+   checked against, and only receives, what its readers may hear), are appended when it
+   dropped them, naming the entry they came from.
+
+A line or fact survives when its exact names and numbers are all in the summary, with at
+least half of its other telling words (``ai.utils.grounding.survives``). The gate reads words
+only, so it is deterministic.
 """
 
-import re
-
 from ..helpers.journal import entries_citing
-from ..utils.facts import plain_words, telling_words, without_attribution
-from ..utils.markers import RESTORED_HEADER
-from ..utils.message_format import one_line
+from ..utils.facts import plain_words
+from ..utils.grounding import survives
+from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER
+from ..utils.message_format import is_summary, one_line, summary_text
+from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
 
-# Of a fact's telling words other than names and numbers, the share a summary must keep.
-KEPT_WORD_SHARE = 0.5
-# Shorter words ("is", "by", "who") tell little of a fact.
-MIN_TELLING_LENGTH = 4
-_CAPITALIZED = re.compile(r"\b[A-Z][\w']*")
+# An earlier summary's line shorter than this tells no fact worth restoring.
+MIN_RESTORED_WORDS = 3
 
 
-def key_terms(fact):
-    """Return ``(exact, telling)``: a fact's names and numbers, and its other telling words.
+def empty_report():
+    """Return the gate's counts before any summary is checked."""
+    return {
+        "facts_checked": 0,
+        "facts_appended": 0,
+        "appended_entries": [],
+        "summary_lines_restored": 0,
+        **Repairs().as_result(),
+    }
 
-    A name is a capitalized word that is not filler ("The", "She"); a number is a word
-    with a digit. Who told the fact ("Dana told me that ...") is not part of it.
+
+def describe_report(written, report):
+    """Return ``written`` (what the messages became) with what the gate did, for the log."""
+    counts = [
+        (report.get("facts_appended", 0), "facts restored from the journal"),
+        (report.get("summary_lines_restored", 0), "lines restored from the earlier summary"),
+        (report["speakers_corrected"], "speakers corrected"),
+        (
+            sum(report[key] for key in Repairs().as_result() if key != "speakers_corrected"),
+            "invented lines dropped",
+        ),
+    ]
+    return ", ".join([written, *(f"{count} {what}" for count, what in counts if count)])
+
+
+def gate_summary(character, audience, members, summary, instructions, report):
+    """Check and repair one audience's summary; add what the gate did to ``report``.
+
+    Args:
+        character (AssistantCharacter): The assistant, whose journal and name count.
+        audience (list or None): Who reads the summary.
+        members (list): The messages the summary stands for.
+        summary (str): The summary's text.
+        instructions (tuple): The texts the summary call was given (for their examples).
+        report (dict): The counts of :func:`empty_report`, updated in place.
+
+    Returns:
+        str: The repaired summary, or "" when none of its sentences was kept.
     """
-    told = without_attribution(fact)
-    words = set(telling_words(plain_words(told)))
-    names = set(telling_words(plain_words(" ".join(_CAPITALIZED.findall(told)))))
-    exact = {word for word in words if word in names or any(c.isdigit() for c in word)}
-    telling = {word for word in words - exact if len(word) >= MIN_TELLING_LENGTH}
-    return exact, telling
+    transcript = read_transcript(members, character.key)
+    summary, repairs = check_summary(summary, transcript, examples_of(instructions))
+    repairs.add_to(report)
+    if not summary:
+        return ""
+    summary, earlier = restore_earlier(members, summary)
+    report["summary_lines_restored"] += earlier
+    summary, facts, restored = restore_dropped(character, audience, members, summary)
+    report["facts_checked"] += facts
+    report["facts_appended"] += len(restored)
+    report["appended_entries"] += restored
+    return summary
 
 
-def survives(fact, summary_words):
-    """Return whether ``fact`` is still told by a summary made of ``summary_words``."""
-    exact, telling = key_terms(fact)
-    kept = len(telling & summary_words)
-    return exact <= summary_words and kept >= KEPT_WORD_SHARE * len(telling)
+def earlier_lines(members):
+    """Return the fact lines of the earlier ``[CONTEXT SUMMARY]`` messages among ``members``
+    (their notes left out), list marks removed, each once."""
+    lines = []
+    for message in members:
+        if not (is_summary(message) and message["role"] == "system"):
+            continue
+        for line in summary_text(message["content"]).splitlines():
+            if line.strip() == NOTES_HEADER:
+                break
+            line = LIST_MARK.sub("", line).strip()
+            headers = line in (RESTORED_HEADER, EARLIER_HEADER)
+            if len(line.split()) >= MIN_RESTORED_WORDS and not headers and line not in lines:
+                lines.append(line)
+    return lines
+
+
+def restore_earlier(members, summary):
+    """Return ``(summary, count)``: ``summary`` with the lines of the earlier summaries among
+    ``members`` that it lost appended, and how many."""
+    summary_words = set(plain_words(summary))
+    lost = [line for line in earlier_lines(members) if not survives(line, summary_words)]
+    if not lost:
+        return summary, 0
+    return "\n".join([summary, EARLIER_HEADER, *(f"- {line}" for line in lost)]), len(lost)
 
 
 def restore_dropped(character, audience, members, summary):

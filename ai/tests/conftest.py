@@ -25,3 +25,13 @@ def _no_network():
     restore = forbid_network()
     yield
     restore()
+
+
+@pytest.fixture(autouse=True)
+def _tool_offerings_forgotten():
+    """Forget, after each test, which models were switched to tools listed as text: the
+    switch is kept in memory as well as in the test's (rolled back) database."""
+    yield
+    from ai.tool_offering import _as_text
+
+    _as_text.clear()

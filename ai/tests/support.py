@@ -124,8 +124,10 @@ class ScriptedLLM:
     """A litellm custom provider for tests: each call plays the next scripted step.
 
     A step is an exception instance (raised), a number (seconds to sleep, then answer), a
-    string (answered as text), or a list of ``(tool name, arguments dict)`` (answered with
-    those tool calls). The LLM boundary is the only thing tests replace.
+    string (answered as text), a list of ``(tool name, arguments dict)`` (answered with
+    those tool calls), or a callable given the call's messages and request (see
+    ``requests``) that returns one of those: a model that answers by what it is sent. The
+    LLM boundary is the only thing tests replace.
 
     Args:
         *steps: The answers, in order ("ok" once they run out).
@@ -172,6 +174,8 @@ class ScriptedLLM:
     def answer(self, messages, model_response):
         self.calls.append(messages)
         step = self.steps.pop(0) if self.steps else "ok"
+        if callable(step):
+            step = step(messages, self.requests[-1] if self.requests else {})
         if isinstance(step, BaseException):
             raise step
         if isinstance(step, (int, float)):

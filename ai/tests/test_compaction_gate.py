@@ -6,8 +6,8 @@ from ai.helpers.journal import add_entry, journal_entries
 from ai.sleep.common import is_stuck
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import run_pre_compaction_extraction
-from ai.sleep.quality_gate import key_terms, survives
 from ai.utils.facts import plain_words
+from ai.utils.grounding import key_terms, survives
 from ai.utils.markers import RESTORED_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
 from ai.utils.message_format import is_summary, summary_text
 from ai.utils.token_counter import count_message_tokens

@@ -57,3 +57,63 @@ def test_is_echo(reply, line, expected):
 )
 def test_a_reply_said_before(reply, earlier, repeated):
     assert repeats_itself(reply, earlier) is repeated
+
+
+TEMPLATE = [
+    'I will add the cellar code "4417" to my journal.',
+    "I will add the ferry time to my journal.",
+    "I will add the name of the horse to my journal.",
+]
+
+
+@pytest.mark.parametrize("index", [1, 2])
+def test_a_template_said_again_around_new_nouns_is_a_repeat(index):
+    assert repeats_itself(TEMPLATE[index], TEMPLATE[:index])
+
+
+@pytest.mark.parametrize(
+    "reply, earlier",
+    [
+        (
+            "Thank you for telling me about the ferry, Alice! I will keep it in mind.",
+            ["Thank you for telling me about your horse, Bob! I will keep it in mind."],
+        ),
+        ("I will add the ferry time to my journal.", [TEMPLATE[0], "Hello, Bob!"]),
+    ],
+)
+def test_other_templates_are_repeats_too(reply, earlier):
+    assert repeats_itself(reply, earlier)
+
+
+@pytest.mark.parametrize(
+    "reply, earlier",
+    [
+        (
+            "From what I recall, Bob said the ferry leaves at the sixth bell.",
+            ["From what I recall, Alice said the cellar door is painted green."],
+        ),
+        (
+            "The password for the cellar door is swordfish, Bob, so keep it quiet.",
+            ["The cellar is under the inn, and the door is locked at night, Alice."],
+        ),
+        (
+            "You told me: the ferry to the island leaves at dawn.",
+            ["You told me: the smith by the river sells horseshoes."],
+        ),
+        (
+            "The blacksmith by the mill is called Orrin, and he owes you a favour.",
+            ["The baker by the mill is called Tansy, and she sells rye bread."],
+        ),
+        (
+            "Yes, the gate closes at dusk, so you should hurry back before then.",
+            ["No, the gate is guarded at night, so you should find another way in."],
+        ),
+        # The same frame carrying a new value is a new answer.
+        (
+            "It costs 20 copper a barrel at the inn by the river, Bob.",
+            ["It costs 17 copper a barrel at the inn by the river, Bob."],
+        ),
+    ],
+)
+def test_different_answers_sharing_some_words_are_no_repeats(reply, earlier):
+    assert not repeats_itself(reply, earlier)

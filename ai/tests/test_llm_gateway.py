@@ -3,8 +3,10 @@
 from django.test import override_settings
 from litellm import ModelResponse
 
+from ai.config import ConfigError
 from ai.litellm_loader import load_litellm
 from ai.llm_interaction import call_llm, context_window
+from ai.utils.model_location import is_served_locally
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
@@ -120,6 +122,62 @@ class TestCallLLM(AssistantTestCase):
                 model=llm.model,
             )
         self.assertEqual(llm.calls[0], [{"role": "user", "content": "hi"}])
+
+
+class TestTimeoutDefaults(AssistantTestCase):
+    """A model served locally (on a CPU, minutes a call) waits longer than a hosted one."""
+
+    def timeout_of(self, options=None):
+        self.script.set_config("llm_options", options or {})
+        with ScriptedLLM("fine") as llm:
+            result = wait_for(call_llm(self.script, HELLO, model=llm.model))
+        return result, (llm.requests[0]["timeout"] if llm.requests else None)
+
+    def test_a_hosted_model_keeps_the_short_default(self):
+        self.assertEqual(self.timeout_of()[1], 60)
+        self.assertEqual(self.timeout_of({"api_base": "https://api.example.com/v1"})[1], 60)
+
+    def test_a_model_on_loopback_or_a_private_network_gets_the_local_default(self):
+        for base in (
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434",
+            "http://192.168.1.20:8000/v1",
+            "http://10.0.0.7/v1",
+            "http://[::1]:8080/v1",
+        ):
+            with self.subTest(base=base):
+                self.assertEqual(self.timeout_of({"api_base": base})[1], 600)
+
+    def test_the_settings_and_the_models_own_option_win(self):
+        local = {"api_base": "http://127.0.0.1:8080/v1"}
+        with self.settings(AI_LLM_LOCAL_TIMEOUT=900, AI_LLM_TIMEOUT=30):
+            self.assertEqual(self.timeout_of(local)[1], 900)
+            self.assertEqual(self.timeout_of()[1], 30)
+        self.assertEqual(self.timeout_of({**local, "timeout": 45})[1], 45)
+
+    def test_a_bad_setting_is_refused_by_name_type_before_range(self):
+        local = {"api_base": "http://127.0.0.1:8080/v1"}
+        for name, value, why in (
+            ("AI_LLM_LOCAL_TIMEOUT", "600", "a number"),
+            ("AI_LLM_LOCAL_TIMEOUT", 0, r"\(0, 86400\]"),
+            ("AI_LLM_TIMEOUT", None, "a number"),
+        ):
+            with self.subTest(name=name, value=value), self.settings(**{name: value}):
+                result, sent = self.timeout_of(local if "LOCAL" in name else None)
+                self.assertEqual(result.error_kind, "bad_config")
+                self.assertRegex(result.error, f"{name}={value!r} refused.*{why}")
+                self.assertIsNone(sent, "no call is made")
+
+    def test_a_timeout_option_of_the_wrong_type_is_refused_by_name(self):
+        with self.assertRaisesRegex(ConfigError, r"\['timeout'\].*a number in \(0, 86400\]"):
+            self.script.set_config("llm_options", {"timeout": "600"})
+
+    def test_providers_that_serve_on_this_machine_count_as_local(self):
+        self.assertTrue(is_served_locally("ollama_chat/qwen2.5:3b"))
+        self.assertTrue(is_served_locally("lm_studio/any"))
+        self.assertFalse(is_served_locally("ollama/qwen2.5:3b", "https://ollama.example.com"))
+        self.assertFalse(is_served_locally("openai/gpt-4o-mini"))
+        self.assertFalse(is_served_locally("openai/x", "http://8.8.8.8/v1"))
 
 
 class TestContextWindow(AssistantTestCase):

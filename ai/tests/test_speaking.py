@@ -102,6 +102,18 @@ class TestEchoGuard(SpeakingTestCase):
         again = self.tick_on(stock.format("Char"), stock.format("Char"), text="Nice day.")
         self.assertEqual(again["reply"], stock.format("Char"), "a second repeat is said")
 
+    def test_a_template_said_around_a_new_noun_is_asked_for_again(self):
+        template = "What a lovely thing to hear about {}, Char! Tell me more about it."
+        self.tick_on(template.format("your horse"), text="My horse is called Thunder.")
+        result = self.tick_on(
+            template.format("the ferry to the island"),
+            "The ferry to the island is a fine way to travel, Char.",
+            text="The ferry to the island leaves at dawn.",
+        )
+        self.assertEqual(result["loop"].repeat_retries, 1)
+        self.assertEqual(result["reply"], "The ferry to the island is a fine way to travel, Char.")
+        self.assertNotIn("the ferry to the island, Char! Tell me", self.heard_text())
+
     def test_answers_and_short_lines_are_no_echo(self):
         result = self.tick_on("Your horse is called Thunder.", text="What is my horse called?")
         self.assertEqual(
@@ -125,7 +137,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
     def test_extraction_text_is_never_said_but_its_facts_are_journaled(self):
         notes = (
             "Here are the facts:\n1. Char buried 40 gold coins under the old oak.\n"
-            "2. Char2 owes the innkeeper 25 silver pieces.\nAll facts are journaled now."
+            "2. Char2 said the cellar door password is swordfish.\nAll facts are journaled now."
         )
         result, added = self.extract(notes)
         self.assertEqual(self.heard, [])
@@ -134,7 +146,7 @@ class TestScratchWorkStaysQuiet(SpeakingTestCase):
             [e["content"] for e in journal_entries(self.assistant)],
             [
                 "Char buried 40 gold coins under the old oak.",
-                "Char2 owes the innkeeper 25 silver pieces.",
+                "Char2 said the cellar door password is swordfish.",
             ],
         )
         self.assertTrue(journal_entries(self.assistant)[0]["source_message_ids"])

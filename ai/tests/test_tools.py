@@ -221,6 +221,7 @@ class TestJournalTools(ToolTestCase):
 
     def test_pre_compaction_entries_say_so_and_default_to_importance_5(self):
         self.ctx.context_type = "pre_compaction"
+        self.ctx.source_messages = [{"role": "user", "content": 'Char says, "A fact."'}]
         self.assertTrue(self.run_tool("add_journal_entry", {"content": "A fact."}).ok)
         [entry] = journal_entries(self.assistant)
         self.assertEqual((entry["source_type"], entry["importance"]), ("pre_compaction", 5))

@@ -21,6 +21,15 @@ def speak(character, message, audience=None):
     return f"You whispered to {', '.join(obj.key for obj in listeners) or 'nobody'}"
 
 
+def emote(character, text, audience=None):
+    """Show ``text`` (a pose, not speech) to the room, or to ``audience`` (dbrefs) only."""
+    if not audience:
+        character.location.msg_contents(text, from_obj=character)
+        return
+    for listener in listeners_of(audience):
+        listener.msg(text, from_obj=character)
+
+
 def say(ctx, message):
     """Say ``message`` to the turn's audience, unless it is markup or code."""
     if looks_like_markup(message):

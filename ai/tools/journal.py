@@ -12,6 +12,7 @@ from ..helpers.journal import (
     find_same,
     search_entries,
 )
+from ..utils.grounding import transcript_words, unfounded
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
@@ -20,6 +21,11 @@ from .targets import resolve_entity
 def add_journal_entry(ctx, content, importance=5, tags=()):
     """Write a journal entry sourced from the turn's messages."""
     source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
+    if source_type == "pre_compaction":
+        # Notes taken before a compaction stand for the transcript: they tell only what it says.
+        why = unfounded(content, transcript_words(ctx.source_messages))
+        if why:
+            return ToolResult(ok=False, content=f"Not journaled: {why}.")
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         # Every extraction rereads the history it is given: keep one entry per fact.

@@ -1,10 +1,12 @@
 """Telling whether a reply only repeats the line it answers, or an earlier reply of its own.
 
 Small models do both: they restate the player's line, and once a stock reply is in their
-history they give it to every later message ("I'm glad you're doing well, Bob!").
+history they give it to every later message ("I'm glad you're doing well, Bob!"), or the
+same sentence around a new noun each time.
 """
 
 import re
+from difflib import SequenceMatcher
 
 _WORD = re.compile(r"\w+")
 # A line this short ("Hello there!") may well be answered with the same words.
@@ -34,17 +36,43 @@ def is_echo(reply, line):
 
 # A reply sharing this share of its words with an earlier one (a name aside) is a repeat...
 SAME_AS_BEFORE = 0.8
+# ...and so is one whose runs of two words or more, in order, shared with an earlier reply
+# make this share of both: a template said again around new nouns ("I will add the
+# <thing> to my journal." shares 0.7 of its words in order with each other filling).
+SAME_FRAME = 0.6
 # ...when it is this long at least: a short stock reply ("Understood, Bob.") may recur.
 MIN_REPEAT_WORDS = 8
+# Quoted text and numbers: the values a reply states.
+_VALUE = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|\d+(?:[.,:]\d+)*")
 
 
 def repeats_itself(reply, earlier):
-    """Tell whether ``reply`` says again what one of the ``earlier`` replies said."""
-    got = set(_WORD.findall((reply or "").lower()))
-    if len(got) < MIN_REPEAT_WORDS:
+    """Tell whether ``reply`` says again what one of the ``earlier`` replies said.
+
+    A reply that states a value (a number, a quotation) that the earlier one did not is
+    never its repeat: the same frame may carry a new answer ("It costs <n> copper").
+    """
+    words = _WORD.findall((reply or "").lower())
+    if len(set(words)) < MIN_REPEAT_WORDS:
         return False
+    values = set(_VALUE.findall(reply or ""))
     for before in earlier:
-        seen = set(_WORD.findall((before or "").lower()))
-        if seen and len(got & seen) / len(got | seen) >= SAME_AS_BEFORE:
+        if values - set(_VALUE.findall(before or "")):
+            continue
+        seen = _WORD.findall((before or "").lower())
+        if seen and (_shared_words(words, seen) >= SAME_AS_BEFORE or _frame(words, seen)):
             return True
     return False
+
+
+def _shared_words(words, seen):
+    got, seen = set(words), set(seen)
+    return len(got & seen) / len(got | seen)
+
+
+def _frame(words, seen):
+    """Tell whether ``words`` and ``seen`` share a frame: runs of words, in order, that make
+    ``SAME_FRAME`` of both at least (single words in common do not count)."""
+    matcher = SequenceMatcher(None, words, seen, autojunk=False)
+    shared = sum(block.size for block in matcher.get_matching_blocks() if block.size >= 2)
+    return 2 * shared / (len(words) + len(seen)) >= SAME_FRAME

@@ -10,6 +10,8 @@ SUMMARY_PREAMBLE = (
 # The lines after a summary's text that open the facts the quality gate restored, and notes.
 RESTORED_HEADER = "Kept from the journal:"
 NOTES_HEADER = "Notes:"
+# The line after a summary's text that opens what an earlier summary told and it lost.
+EARLIER_HEADER = "Kept from the earlier summary:"
 # The first line of the journal entry that archives a compaction's summary.
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 # How a fact pinned into the history opens (see ``ai.helpers.pins``).

@@ -9,12 +9,17 @@ line of a prompt that looks like a summary, a role or an instruction.
 """
 
 import json
+import re
 
 from .markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
 
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _SENDABLE = frozenset(SENDABLE_KEYS)
+# An event line as ``ai.prompt_rendering.render_event`` writes it: the words one quoted unit.
+_EVENT_LINE = re.compile(
+    r"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes), (?P<text>\".*\")$"
+)
 
 
 class MessageValidationError(ValueError):
@@ -167,6 +172,21 @@ def unquoted(text):
     except ValueError:
         return None
     return value if isinstance(value, str) else None
+
+
+def read_event(content):
+    """Split an event line into ``(speaker, verb, words)``; speaker and verb are None if it
+    is no event.
+
+    Only the whole line in the contrib's format counts: the words are one quoted unit; the
+    verb is ``says``, ``whispers to you`` or ``emotes``.
+    """
+    content = (content or "").strip()
+    match = _EVENT_LINE.match(content)
+    text = unquoted(match["text"]) if match else None
+    if text is None:
+        return None, None, content
+    return match["speaker"].strip(), match["verb"], text.strip()
 
 
 def one_line(text):

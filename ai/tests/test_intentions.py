@@ -1,0 +1,142 @@
+"""An intention is not an answer: a reply that only announces a tool use is never said."""
+
+import json
+
+import pytest
+
+from ai.utils.intentions import only_announces
+
+from .support import AssistantTestCase, ScriptedLLM, record_messages
+
+ANNOUNCING = [
+    'I will add the cellar code "4417" to my journal.',
+    "I will add the ferry time to my journal.",
+    "I'll note that down.",
+    "Let me remember that.",
+    "I will look at the board.",
+    "Sure! I'll jot that down, Char.",
+    "I am going to record this in my journal.",
+    "Let me check my journal.",
+    "I'll make a note of it.",
+    "Understood, Char. I'll write it down.",
+    "I will use the add_journal_entry tool to save this.",
+    "I'll save that to my notes.",
+    "Let me search my memory for that.",
+    "I will keep that in mind.",
+    "Got it! I’ll add that to the journal right away.",
+    "I will now add the name of the horse to my journal.",
+    "Let's look it up.",
+    "I'm going to look around.",
+    "Okay. Let me just quickly check the notes for you.",
+    "I shall put the <thing> in my notebook.",
+]
+ANSWERING = [
+    "I will meet you at the gate.",
+    "I remember: it is 12.",
+    "The code is 4417. I'll note that down.",
+    "It is 12, Char, and I will add it to my journal.",
+    "I don't know that yet, Char. Tell me and I will remember it.",
+    "Let me know if you need anything else.",
+    "I look forward to it!",
+    "I will look after your horse, Char, while you are away.",
+    "Shall I add it to my journal?",
+    "What a fine horse! I'll remember that.",
+    "You told me: the ferry leaves at six bells.",
+    "I won't forget.",
+    "Hello there!",
+    "",
+    "I will not note that.",
+    'The password is "<word>", Char.',
+    "I'll be at the inn until dusk.",
+]
+
+
+@pytest.mark.parametrize("text", ANNOUNCING)
+def test_an_announcement_alone_is_no_answer(text):
+    assert only_announces(text)
+
+
+@pytest.mark.parametrize("text", ANSWERING)
+def test_answers_and_other_intentions_are_not_announcements(text):
+    assert not only_announces(text)
+
+
+def say(message):
+    return f'```json\n{json.dumps({"name": "say", "arguments": {"message": message}})}\n```'
+
+
+class TestTheLoopNeverSaysAnIntention(AssistantTestCase):
+    def setUp(self):
+        super().setUp()
+        self.heard = record_messages(self.char2)
+
+    def heard_text(self):
+        return "\n".join(str(line) for line in self.heard)
+
+    def test_an_announcement_is_asked_for_again_with_a_clear_nudge(self):
+        result = self.tick_on("I'll note that down.", "Noted: the ferry leaves at dawn.", text="x")
+        self.assertEqual(result["reply"], "Noted: the ferry leaves at dawn.")
+        self.assertEqual(result["loop"].intention_retries, 1)
+        nudge = self.llm.calls[1][-1]
+        self.assertEqual(nudge["role"], "user")
+        self.assertIn("use it now, or answer Char directly", nudge["content"])
+        self.assertNotIn("note that down", self.heard_text())
+
+    def test_a_model_that_keeps_announcing_says_nothing_of_it(self):
+        result = self.tick_on(
+            "I will add the ferry time to my journal.",
+            "Let me check my journal.",
+            text="When does the ferry leave?",
+        )
+        loop = result["loop"]
+        self.assertEqual(loop.intention_retries, 1)
+        self.assertEqual(loop.intentions_withheld, ["Let me check my journal."])
+        self.assertEqual(loop.said, [])
+        heard = self.heard_text()
+        self.assertNotIn("journal", heard)
+        self.assertIn("Helper hesitates, and does not answer.", heard)
+        history = str(self.script.conversation_history)
+        self.assertNotIn("journal", history)
+        self.assertNotIn("hesitates", history)
+
+    def test_an_announcement_through_say_is_not_said_either(self):
+        self.script.set_config("llm_options", {"tools_as_text": True})
+        result = self.tick_on(
+            say("I'll write that down, Char."), say("I'll write that down."), text="x"
+        )
+        self.assertEqual(result["loop"].intentions_withheld, ["I'll write that down."])
+        self.assertNotIn("write that down", self.heard_text())
+        self.assertNotIn("write that down", str(self.script.conversation_history))
+
+    def test_an_answer_that_also_says_it_will_note_it_is_said_at_once(self):
+        answer = "The ferry leaves at dawn, Char. I'll note that down."
+        result = self.tick_on(answer, text="When does the ferry leave?")
+        self.assertEqual(result["reply"], answer)
+        self.assertEqual(len(self.llm.calls), 1)
+        self.assertEqual(result["loop"].intention_retries, 0)
+
+    def test_an_announcement_beside_the_call_it_announces_is_no_intention(self):
+        answer = [
+            ("add_journal_entry", {"content": "Char: the ferry leaves at dawn."}),
+            ("say", {"message": "I'll note that down, Char."}),
+        ]
+        result = self.tick_on(answer, text="The ferry leaves at dawn.")
+        self.assertEqual(result["reply"], "I'll note that down, Char.")
+        self.assertEqual(result["loop"].intention_retries, 0)
+        self.assertEqual(len(self.llm.calls), 1)
+
+    def test_a_whispered_turn_shows_the_hesitation_to_the_whisperer_alone(self):
+        heard_by_char1 = record_messages(self.char1)
+        with ScriptedLLM("I'll note that.", "I'll note that.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.script.queue_event(
+                {
+                    "type": "whisper",
+                    "speaker": self.char1.dbref,
+                    "speaker_name": self.char1.key,
+                    "text": "The key is under the mat.",
+                }
+            )
+            self.tick()
+        self.assertIn("hesitates", "\n".join(map(str, heard_by_char1)))
+        self.assertNotIn("hesitates", self.heard_text())

@@ -1,0 +1,278 @@
+"""Summaries and extraction never invent: what a scripted model makes up never reaches the
+stored summary or the journal (issue 19, point 4)."""
+
+import json
+from unittest import TestCase
+
+from ai.helpers.journal import journal_entries
+from ai.llm_interaction import DEFAULT_COMPACTION_PROMPT, SUMMARY_REQUEST
+from ai.prompt_components import DEFAULT_SYSTEM_PROMPT
+from ai.prompt_contexts import (
+    DEFAULT_PRE_COMPACTION_PROMPT,
+    GOAL_DECOMPOSE_PROMPT,
+    REFLECTION_CONT_PROMPT,
+    REFLECTION_PROMPT,
+    SLEEP_CONSOLIDATE_PROMPT,
+)
+from ai.sleep.assistant_runs import RUN_PROMPT, RUN_REQUEST, RUN_SUMMARY_PREFIX
+from ai.sleep.compaction import compact_conversation_history
+from ai.sleep.extraction import (
+    EXTRACTION_INSTRUCTION,
+    ExtractionBeforeSummary,
+    run_pre_compaction_extraction,
+)
+from ai.sleep.faithfulness import examples_of
+from ai.utils.grounding import PLACEHOLDER
+from ai.utils.markers import EARLIER_HEADER
+from ai.utils.message_format import is_summary, summary_text
+
+from .support import ScriptedLLM, wait_for
+from .test_assistant_runs import RunsTestCase
+from .test_compaction_gate import CompactionGateTestCase
+from .test_context_compaction import live_snapshot
+
+TALK = [
+    'Char says, "Hello Helper!"',
+    'Char2 says, "The ferry to Saltmarsh leaves at nine."',
+    'Char says, "My sister Maren keeps 14 goats on the hill."',
+    'Char2 says, "The toll at the bridge is 3 copper."',
+    'Char says, "Nice weather today."',
+    'Char2 says, "I will be back at dusk."',
+]
+TOLL = "- Char2 said the toll at the bridge is 3 copper."
+# Names and facts of the project's own evaluation: no default prompt may carry them.
+EVALUATION_WORDS = (
+    "Bob",
+    "Carol",
+    "Alice",
+    "Dana",
+    "Wren",
+    "forge",
+    "north gate",
+    "swordfish",
+    "lamp",
+    "Crossroads",
+    "Thunder",
+    "Mirkwood",
+    "Pip",
+)
+
+
+def talk(script, lines=TALK):
+    """Append each line as a player's message, with a short reply after it."""
+    for line in lines:
+        script.append_message({"role": "user", "content": line})
+        script.append_message({"role": "assistant", "content": "Understood."})
+
+
+def journal_call(call_id, content):
+    """An assistant message that journaled ``content``, and its tool result."""
+    arguments = json.dumps({"content": content})
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "add_journal_entry", "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": f"Journaled: {content}"},
+    ]
+
+
+class TestDefaultPrompts(TestCase):
+    PROMPTS = {
+        "DEFAULT_COMPACTION_PROMPT": DEFAULT_COMPACTION_PROMPT,
+        "SUMMARY_REQUEST": SUMMARY_REQUEST,
+        "RUN_PROMPT": RUN_PROMPT,
+        "RUN_REQUEST": RUN_REQUEST,
+        "DEFAULT_PRE_COMPACTION_PROMPT": DEFAULT_PRE_COMPACTION_PROMPT,
+        "DEFAULT_SYSTEM_PROMPT": DEFAULT_SYSTEM_PROMPT,
+        "REFLECTION_PROMPT": REFLECTION_PROMPT,
+        "REFLECTION_CONT_PROMPT": REFLECTION_CONT_PROMPT,
+        "SLEEP_CONSOLIDATE_PROMPT": SLEEP_CONSOLIDATE_PROMPT,
+        "GOAL_DECOMPOSE_PROMPT": GOAL_DECOMPOSE_PROMPT,
+        "EXTRACTION_INSTRUCTION": EXTRACTION_INSTRUCTION,
+    }
+
+    def test_no_default_prompt_carries_the_evaluations_names_or_facts(self):
+        for name, prompt in self.PROMPTS.items():
+            for word in EVALUATION_WORDS:
+                with self.subTest(prompt=name, word=word):
+                    self.assertNotRegex(prompt, rf"\b{word}\b")
+
+    def test_every_example_in_a_default_prompt_is_placeholders(self):
+        for name, prompt in self.PROMPTS.items():
+            for example in examples_of([prompt]):
+                with self.subTest(prompt=name, example=example):
+                    self.assertRegex(example, PLACEHOLDER)
+        self.assertIn("<speaker> said <what they said>", SUMMARY_REQUEST)
+        self.assertIn("<player>", DEFAULT_SYSTEM_PROMPT)
+
+
+class FaithfulnessTestCase(CompactionGateTestCase):
+    # Messages before the talk, compacted with it.
+    EARLIER = []
+
+    def setUp(self):
+        super().setUp()
+        for message in self.EARLIER:
+            self.script.append_message(message)
+        talk(self.script)
+
+    def stored_summary(self):
+        (summary,) = [m for m in self.script.conversation_history if is_summary(m)]
+        return summary_text(summary["content"])
+
+    def assert_stored(self, *lines, **counts):
+        self.assertTrue(self.result["success"], self.result)
+        self.assertEqual(self.stored_summary().splitlines(), list(lines))
+        for key, count in counts.items():
+            self.assertEqual(self.result[key], count, key)
+
+    def compact(self, *steps, kind="manual"):
+        self.result = super().compact(*steps, kind=kind)
+        return self.result
+
+
+class TestExamplesOfThePrompt(FaithfulnessTestCase):
+    def test_a_line_copying_the_prompts_placeholders_is_dropped(self):
+        self.compact(f"- <name> asked you to <task>; not done yet.\n{TOLL}")
+        self.assert_stored(TOLL, examples_dropped=1)
+
+    def test_a_line_repeating_a_custom_prompts_example_is_dropped(self):
+        self.script.set_config(
+            "compact_prompt", 'Summarize, one fact a line, like "Odo keeps the mill by the river."'
+        )
+        self.compact(f"- Odo keeps the mill by the river.\n{TOLL}")
+        self.assert_stored(TOLL, examples_dropped=1, strangers_dropped=0)
+
+    def test_a_summary_of_examples_only_is_refused_and_changes_nothing(self):
+        before = live_snapshot(self.script)
+        result = self.compact("- <speaker> said <what they said>.\n- <name> said <fact>.")
+        self.assertFalse(result["success"])
+        self.assertRegex(result["error"], r"^the quality gate kept no line of the summary \(2 ")
+        self.assertEqual(result["examples_dropped"], 2)
+        self.assertEqual(live_snapshot(self.script), before)
+        self.assertEqual(journal_entries(self.assistant), [])
+
+
+class TestSpeakers(FaithfulnessTestCase):
+    def test_words_credited_to_the_wrong_player_go_back_to_the_one_who_said_them(self):
+        self.compact(
+            "- Char2 greeted you.\n- Char said the ferry to Saltmarsh leaves at nine.\n"
+            "- Char said his sister Maren keeps 14 goats on the hill."
+        )
+        self.assert_stored(
+            "- Char greeted you.",
+            "- Char2 said the ferry to Saltmarsh leaves at nine.",
+            "- Char said his sister Maren keeps 14 goats on the hill.",
+            speakers_corrected=2,
+        )
+        self.assertIn("- Char2 said the ferry", journal_entries(self.assistant)[-1]["content"])
+
+    def test_words_of_someone_who_said_nothing_are_given_back_or_dropped(self):
+        self.compact(
+            "- Maren said she keeps 14 goats on the hill.\n"
+            f"- Maren said she will visit at midsummer.\n{TOLL}"
+        )
+        self.assert_stored(
+            "- Char said she keeps 14 goats on the hill.",
+            TOLL,
+            speakers_corrected=1,
+            speakers_dropped=1,
+        )
+
+    def test_a_line_naming_someone_who_never_appeared_is_dropped(self):
+        self.compact(
+            f"- Odo runs the mill by the river.\n- Char said Maren sold her goats to Tobin.\n{TOLL}"
+        )
+        self.assert_stored(TOLL, strangers_dropped=2)
+
+
+class TestActions(FaithfulnessTestCase):
+    def test_an_action_no_tool_call_made_is_dropped(self):
+        self.compact(
+            f"- You added the bridge toll to your journal.\n- You gave Char the key.\n{TOLL}"
+        )
+        self.assert_stored(TOLL, actions_dropped=2)
+
+
+class TestActionsMade(FaithfulnessTestCase):
+    EARLIER = journal_call("call_toll", "Char2 said the bridge toll is 3 copper.")
+
+    def test_an_action_a_tool_call_made_stays(self):
+        self.compact(f"- You added the bridge toll to your journal.\n{TOLL}")
+        self.assert_stored("- You added the bridge toll to your journal.", TOLL, actions_dropped=0)
+
+
+class TestSummaryOfASummary(FaithfulnessTestCase):
+    def test_lines_of_the_earlier_summary_that_the_new_one_lost_are_restored(self):
+        maren = "- Char said his sister Maren keeps 14 goats on the hill."
+        ferry = "- Char2 said the ferry to Saltmarsh leaves at nine."
+        self.compact(f"{maren}\n{TOLL}\n{ferry}")
+        talk(self.script, TALK[4:] + ['Char says, "The mill wheel turns again."'])
+        self.compact(ferry)
+        self.assert_stored(
+            ferry, EARLIER_HEADER, maren, TOLL, summary_lines_restored=2, successive_compactions=2
+        )
+
+
+class TestExtractionGrounding(FaithfulnessTestCase):
+    NARRATION = "I will add the <remark>."
+    STRANGE = "Char's brother Tobin lives in Oakvale."
+    TOLD = "Char2 said the bridge toll is 3 copper."
+
+    def test_journal_calls_of_narration_or_of_facts_never_said_are_refused_with_why(self):
+        calls = [("add_journal_entry", {"content": c}) for c in (self.NARRATION, self.STRANGE)]
+        told = [("add_journal_entry", {"content": self.TOLD})]
+        with ScriptedLLM(calls, told, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        self.assertEqual(result["facts_recorded"], 1)
+        self.assertEqual([e["content"] for e in journal_entries(self.assistant)], [self.TOLD])
+        answers = [m["content"] for m in llm.calls[1] if m["role"] == "tool"]
+        self.assertEqual(len(answers), 2)
+        self.assertRegex(answers[0], r"^Not journaled: it copies a placeholder")
+        self.assertEqual(
+            answers[1], "Not journaled: the conversation never mentions oakvale, tobin."
+        )
+
+    def test_narration_and_facts_never_said_in_a_prose_answer_are_not_journaled(self):
+        prose = f"I have noted the toll.\nSaved the fact that the ferry is late.\n{self.STRANGE}\n"
+        with ScriptedLLM(prose + self.TOLD) as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        self.assertEqual([e["content"] for e in journal_entries(self.assistant)], [self.TOLD])
+
+    def test_a_compaction_keeps_only_the_grounded_entries_extraction_made(self):
+        calls = [("add_journal_entry", {"content": c}) for c in (self.NARRATION, self.TOLD)]
+        with ScriptedLLM(calls, [("noop", {})], "- Char2 said the ferry leaves at nine.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.script.set_config("compact_model", llm.model)
+            extraction = ExtractionBeforeSummary(self.script, self.assistant)
+            self.result = wait_for(
+                compact_conversation_history(
+                    self.script, self.assistant, force=True, kind="manual", extract=extraction
+                )
+            )
+        self.assertEqual(extraction.result["facts_recorded"], 1)
+        summary = self.stored_summary()
+        self.assertIn(f"- {self.TOLD} (journal ", summary)
+        self.assertNotIn("remark", summary)
+
+
+class TestRunSummaries(RunsTestCase):
+    def test_a_run_summary_claiming_an_action_no_call_made_loses_that_sentence(self):
+        self.fill()
+        outcome = self.compact(
+            "I looked up the forge: north gate. I gave Char the key.", "I told Char: 3 silver."
+        )
+        self.assertTrue(outcome["success"], outcome)
+        self.assertEqual(outcome["actions_dropped"], 1)
+        texts = [m["content"] for m in self.script.history.messages() if is_summary(m)]
+        self.assertEqual(texts[0], f"{RUN_SUMMARY_PREFIX} I looked up the forge: north gate.")
