@@ -36,14 +36,15 @@ sys.path.insert(
 )
 from play import run_in_reactor  # noqa: E402  (demo/play.py)
 
-WINDOWS = (1100, 1300, 1500, 2000, 2500)
+# Tried from the smallest window set_config accepts on.
+WINDOWS = (1100, 1200, 1300, 1500, 2000, 2500)
 TICKS = 40
 
 
 def line(index):
     """Return the player's ``index``-th line: a fact every third line, else a question."""
     if index % 3 == 0:
-        return f"Remember this: item {index} is kept in box {index * 7}, in the <place>."
+        return f"Remember this: item {index} is kept in box {index * 7}, on shelf {index % 5}."
     return f"Where is item {(index // 3) * 3} kept, and is it still there?"
 
 
@@ -79,16 +80,19 @@ def converse(window, model):
         if "context_compaction" in emergency:
             row["emergencies"] += 1
             row["still_over"] += bool(emergency["still_over_threshold"])
-            row["archived"] += emergency["context_compaction"].get("archived_messages", 0)
+            compaction = emergency["context_compaction"]
+            row["archived"] += compaction.get("archived_messages", 0)
+            if "escalation" in compaction:
+                row.setdefault("escalated_after", []).append(compaction["escalation"]["first"])
     row["works"] = row["replied"] == TICKS and not row["still_over"]
     return row
 
 
 @defer.inlineCallbacks
-def converse_at_each_window(model):
-    """Return one row per window of ``WINDOWS``."""
+def converse_at_each_window(model, smallest):
+    """Return one row per window of ``WINDOWS`` from ``smallest`` on."""
     rows = []
-    for window in WINDOWS:
+    for window in (window for window in WINDOWS if window >= smallest):
         rows.append((yield converse(window, model)))
     return rows
 
@@ -130,7 +134,8 @@ def main():
         "smallest_accepted_window": smallest_accepted_window(script, tick),
     }
     if not args.model:  # a conversation needs a model that answers offline
-        rows = run_in_reactor(converse_at_each_window, args.model)
+        smallest = report["smallest_accepted_window"]
+        rows = run_in_reactor(converse_at_each_window, args.model, smallest)
         if isinstance(rows, Failure):
             rows.raiseException()
         report["conversations"] = rows

@@ -23,6 +23,7 @@ from twisted.internet import defer
 from ..context_usage import describe_frame, measure_context
 from ..signals import CompactionPlan
 from ..utils.markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
+from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens
 from .archiving import archive_oldest
 from .common import kind_threshold, old_messages
@@ -103,19 +104,30 @@ def frame_leaves_no_room(usage, threshold):
 def make_room(script, character, kind, config, result):
     """Mask, then archive the oldest messages whole, until usage is under the threshold.
 
+    The archive first leaves live the summaries that open the history (the one just written
+    above all), and takes them too only when that was not enough: a summary that has grown
+    past the room history has is archived like the rest (still searchable, and journaled).
+
     Returns:
         Deferred: Fires with the result of the last step that changed the history (else
         ``result``), with ``escalation``: each step's outcome.
     """
     threshold = kind_threshold(config, kind)
     steps, final = {}, result
-    for name, runner in (("masking", mask_tool_outputs), ("archive", archive_oldest)):
+    steps_to_try = (
+        ("masking", mask_tool_outputs, False),
+        ("archive", archive_oldest, True),
+        ("archive with summaries", archive_oldest, False),
+    )
+    for name, runner, keep_summaries in steps_to_try:
         now = measure_context(script, character)
         if now.usage < threshold or frame_leaves_no_room(now, threshold):
             break
         messages, read_at = old_messages(script, kind, now, config, floor=1)
+        while keep_summaries and messages and is_summary(messages[0]):
+            messages = messages[1:]
         if not messages:
-            break
+            continue
         tokens = sum(message["token_count"] for message in messages)
         plan = CompactionPlan(
             kind, name, messages, len(messages), tokens, now.history_tokens, read_at
