@@ -29,7 +29,8 @@ from .prompt_rendering import render_event
 from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
 from .sleep.common import is_stuck, record_outcome
-from .sleep.compaction import compact_conversation_history, what_is_too_large
+from .sleep.compaction import compact_conversation_history
+from .sleep.escalation import what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
@@ -344,13 +345,13 @@ class AssistantScript(DefaultScript):
             "llm": loop.last_answer,
             "emergency": emergency,
         }
-        if loop.stop_reason == "llm_error":
+        if loop.stop_reason in ("llm_error", "over_window"):
             self.ndb.consecutive_errors = (self.ndb.consecutive_errors or 0) + 1
             if character.location:
                 character.location.msg_contents(
                     f"{character.key} frowns, lost in thought, and does not answer."
                 )
-            return dict(outcome, status="llm_error")
+            return dict(outcome, status=loop.stop_reason)
         self.ndb.consecutive_errors = 0
         return dict(outcome, status="replied" if loop.said else "acted", reply=" ".join(loop.said))
 

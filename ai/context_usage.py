@@ -50,22 +50,33 @@ class ContextUsage:
         return self.history_tokens / self.max_tokens if self.max_tokens else 0.0
 
 
-def measure_context(script, character):
-    """Measure the next awake call: its frame rendered now, plus history's stored total."""
-    config = get_context_config(CONTEXT_TICK_EVENT, script)
+def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
+    """Measure what a call of ``context_type`` sends besides history: its frame.
+
+    Returns:
+        tuple: ``(tokens, parts)``: the frame's tokens (reply priming included) and part ->
+        tokens (each prompt component that renders, and ``tool schemas``).
+    """
+    config = get_context_config(context_type, script)
     schemas = [
         tool.schema() for tool in tools_for(config.tool_filter, config.allowed_tool_categories)
     ]
-    history_tokens, message_count = script.history.totals()
     model = resolve_model(script)
     frame = assemble_prompt(
         script, character, config, model, budget=10**9, history=[], tools=schemas
     )
     parts = {key: tokens for key, tokens in frame.components.items() if tokens}
     parts["tool schemas"] = count_tools_tokens(schemas, model)
+    return frame.total_tokens, parts
+
+
+def measure_context(script, character):
+    """Measure the next awake call: its frame rendered now, plus history's stored total."""
+    frame_tokens, parts = measure_frame(script, character)
+    history_tokens, message_count = script.history.totals()
     # The frame already counts the reply priming once; history adds only its messages.
     return ContextUsage(
-        total_tokens=frame.total_tokens + history_tokens,
+        total_tokens=frame_tokens + history_tokens,
         history_tokens=history_tokens,
         max_tokens=context_window(script),
         message_count=message_count,

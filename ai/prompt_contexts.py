@@ -42,6 +42,21 @@ CONTEXT_SLEEP_CONSOLIDATE = "sleep_consolidate"
 CONTEXT_GOAL_DECOMPOSE = "goal_decompose"
 CONTEXT_PRE_COMPACTION = "pre_compaction"
 
+# What a turn with players needs: speaking, looking, giving, and finding or keeping facts.
+# Long-term memory learns from the journal while the assistant sleeps, and extraction keeps
+# profiles before a compaction: store_memory and update_entity_observation stay out of the
+# turn, whose tool schemas are sent with every call (see docs/context.md).
+CONVERSATION_TOOLS = [
+    "say",
+    "noop",
+    "look",
+    "give",
+    "add_journal_entry",
+    "review_journal",
+    "recall_memories",
+    "search_history",
+    "pin_fact",
+]
 REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal", "search_history"]
 SLEEP_TOOLS = [
     "noop",
@@ -170,8 +185,9 @@ DEFAULT_CONTEXT_CONFIGS = {
     CONTEXT_TICK_EVENT: ContextConfig(
         context_type=CONTEXT_TICK_EVENT,
         name="Event tick",
-        description="Respond to the pending event with the full context and every tool",
+        description="Respond to the pending event with the full context",
         enabled_components=list(_FULL_COMPONENTS),
+        tool_filter=list(CONVERSATION_TOOLS),
         allows_sub_agents=True,
         records_history=True,
         speaks=True,
@@ -181,6 +197,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Autonomous tick",
         description="Pursue the active goals when no event is waiting",
         enabled_components=list(_FULL_COMPONENTS),
+        tool_filter=list(CONVERSATION_TOOLS),
         dangerous_requires_confirm=True,
         allows_sub_agents=True,
         records_history=True,

@@ -236,6 +236,15 @@ def run_react_loop(
             memories=memories,
             audience=audience,
         )
+        if prompt.total_tokens > budget:
+            # The frame alone is over the window: the call would be refused, or cut by the
+            # server where the model cannot see it. Builders are told; nothing is sent.
+            logger.log_err(
+                f"AI {script.label}: {context_type} call not sent: its prompt is "
+                f"{prompt.total_tokens} tokens, over the {budget}-token window"
+            )
+            result.stop_reason = "over_window"
+            break
         purpose = "reply" if config.speaks else "task"
         points = cache_points(prompt, iteration < pattern.max_iterations)
         calling = call_llm(

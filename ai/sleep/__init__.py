@@ -25,13 +25,14 @@ from ..helpers.entity_context import run_entity_consolidation_batch
 from ..helpers.episodic_index import prune_low_importance_entries
 from ..helpers.working_memory import clear_stale_conversations
 from ..importance_scoring import score_entries_with_model
-from .common import is_stuck, record_outcome, skipped
-from .compaction import compact_conversation_history, start_threshold, what_is_too_large
+from .common import is_stuck, record_outcome, skipped, start_threshold
+from .compaction import compact_conversation_history
 from .consolidation import (
     consolidate_memories_to_semantic,
     prune_orphaned_memory_links,
     review_new_memories,
 )
+from .escalation import what_is_too_large
 from .extraction import ExtractionBeforeSummary, not_run
 
 # Items of a list that the record of the last sleep keeps.

@@ -27,11 +27,15 @@ from twisted.internet import defer
 from ..audience import message_audience
 from ..prompt_assembly import history_units
 from ..utils.message_format import is_summary
-from .common import CompactionRefused, finish, old_messages, replace_recorded, skipped
-from .compaction import (
+from .common import (
+    CompactionRefused,
     compaction_message,
-    summarize,
+    finish,
+    old_messages,
+    replace_recorded,
+    skipped,
 )
+from .compaction import summarize
 from .faithfulness import Repairs, check_summary, examples_of, read_transcript
 from .quality_gate import describe_report
 

@@ -5,13 +5,20 @@ replacements, and the results of one that ran or did not."""
 from django.db import transaction
 from evennia.utils import logger
 
+from ..audience import with_audience
+from ..config import compact_strategy
 from ..context_usage import measure_context
 from ..history import HistoryChanged
 from ..models import CompactionRecord
 from ..prompt_assembly import unit_start
+from ..utils.message_format import is_summary
+from ..utils.token_counter import count_message_tokens
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
+# Share of the history's room (the threshold's tokens less the frame's) that the preserved
+# tail may hold at most: a large frame leaves the rest of that room to compact.
+PRESERVE_ROOM_SHARE = 0.5
 # A compaction removing less than this share of the history's tokens failed: a stall.
 STALL_SHARE = 0.05
 
@@ -64,18 +71,52 @@ def messages_to_compact(store, preserve_count, keep_tokens, with_pinned=False):
     return older, newest.revision
 
 
-def old_messages(script, kind, before, config, with_pinned=False):
+def old_messages(script, kind, before, config, with_pinned=False, floor=None):
     """Return the messages a ``kind`` compaction may replace (none when the preserve window
     holds them all; the pinned ones too if ``with_pinned``) and the history's revision when
     they were read.
 
     A builder who asks for a compaction gets one: only the preserve window's messages are
     kept, not 20% of the window (all of a short history at the default 100,000 tokens).
+
+    Args:
+        floor (int, optional): Messages kept at least, in place of ``compact_preserve_window``
+            (an escalating compaction lowers it, see ``ai.sleep.escalation``); with a floor,
+            the preserved tokens are halved too.
     """
-    share = 0 if kind == "manual" else PRESERVE_TOKEN_SHARE
-    return messages_to_compact(
-        script.history, config["compact_preserve_window"], share * before.max_tokens, with_pinned
-    )
+    keep = 0 if kind == "manual" else preserve_tokens(before, kind_threshold(config, kind))
+    count = config["compact_preserve_window"] if floor is None else floor
+    if floor is not None:
+        keep /= 2
+    return messages_to_compact(script.history, count, keep, with_pinned)
+
+
+def preserve_tokens(usage, threshold):
+    """Return the tokens of the newest messages an automatic compaction keeps at least.
+
+    20% of the window, as long as that is at most half of the room history has under
+    ``threshold`` (the threshold's tokens less the frame's); else that half. At a roomy
+    window nothing changes; when the frame takes much of a small one, what the preserved
+    tail leaves of the room is worth compacting.
+    """
+    room = max(threshold * usage.max_tokens - usage.frame_tokens, 0)
+    return min(PRESERVE_TOKEN_SHARE * usage.max_tokens, PRESERVE_ROOM_SHARE * room)
+
+
+def start_threshold(config):
+    """Return the usage at which a compaction with ``config``'s strategy is due: the sleep
+    threshold, or the masking threshold when lower for the strategies that mask."""
+    threshold = config["compact_sleep_threshold"]
+    if compact_strategy(config) in ("masking", "hybrid"):
+        return min(threshold, config["compact_mask_threshold"])
+    return threshold
+
+
+def kind_threshold(config, kind):
+    """Return the usage a ``kind`` compaction must bring the context under."""
+    if kind == "emergency":
+        return config["compact_emergency_threshold"]
+    return start_threshold(config)
 
 
 def within_preserve_window(before, config):
@@ -174,6 +215,39 @@ def finish(script, character, record, before, result, written):
     record.save(update_fields=["result"])
     announce_compaction(script, character, result)
     return result
+
+
+def previous_successive_count(messages):
+    """Return the successive-compaction count of the newest summary among ``messages``."""
+    counts = [
+        message["metadata"].get("successive_compactions", 1)
+        for message in messages
+        if is_summary(message)
+    ]
+    return counts[-1] if counts else 0
+
+
+def compaction_message(role, content, kind, audience, members, model, now, **extra):
+    """Return a message that a compaction writes in place of ``members``, with its metadata
+    (``extra`` added to it)."""
+    message = {
+        "role": role,
+        "content": content,
+        "metadata": with_audience(
+            {
+                "type": "compaction",
+                "kind": kind,
+                "compacted_count": len(members),
+                "compacted_at": now.isoformat(),
+                "original_token_count": sum(message["token_count"] for message in members),
+                "successive_compactions": previous_successive_count(members) + 1,
+                **extra,
+            },
+            audience,
+        ),
+    }
+    message["metadata"]["summary_token_count"] = count_message_tokens(message, model)
+    return message
 
 
 def is_stuck(script, kind):

@@ -8,12 +8,14 @@ usage is still over the threshold).
 
 The split keeps a preserve window of recent messages verbatim (the last
 ``compact_preserve_window`` messages or the most recent 20% of ``max_context_tokens``,
-whichever keeps more) and never separates a tool-calling message from its results. Only
+whichever keeps more; less of the window when the frame takes much of it, see
+``ai.sleep.common.preserve_tokens``) and never separates a tool-calling message from its results. Only
 the messages to compact are sent to the summary call, in chunks when they do not fit the
 summarizing model's window. Replacement is one transaction: the replaced messages are
 archived (linked to their summary), never deleted; messages appended meanwhile stay; a
 failed, empty or not-smaller summary changes nothing, and so does one that would remove
 less than ``STALL_SHARE`` of the history (a stall, not repeated until the history changes).
+An automatic compaction that cannot make room escalates (``ai.sleep.escalation``).
 Facts journaled from the compacted messages that a summary dropped are appended to it
 (``quality_gate``); ``ai.signals`` tells receivers before and after, and lets them veto.
 """
@@ -24,9 +26,9 @@ from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..audience import audience_groups, with_audience
+from ..audience import audience_groups
 from ..config import compact_strategy
-from ..context_usage import describe_frame, measure_context
+from ..context_usage import measure_context
 from ..helpers.journal import add_entry
 from ..litellm_loader import model_input_window
 from ..llm_interaction import (
@@ -44,17 +46,26 @@ from ..utils.markers import (
     SUMMARY_PREAMBLE,
     SYNTHESIS_MARKER,
 )
-from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
 from .common import (
     CompactionRefused,
+    compaction_message,
     finish,
     is_stuck,
     old_messages,
     replace_recorded,
     skipped,
     stalled,
+    start_threshold,
     within_preserve_window,
+)
+from .escalation import (
+    REFUSED_FOR_SIZE,
+    make_room,
+    needs_room,
+    remember_refused,
+    summary_split,
+    worth_summarizing,
 )
 from .masking import mask_tool_outputs
 from .quality_gate import describe_report, empty_report, gate_summary
@@ -67,6 +78,8 @@ SUMMARY_ANSWER_TOKENS = SUMMARY_MAX_WORDS * 2 + 50
 # A transcript chunk is never made smaller than this, however small the window.
 MIN_CHUNK_TOKENS = 200
 EMPTY_SUMMARY = "the summary came back empty"
+TOO_LARGE = "the summary call would not fit"
+CALL_FAILED = "summary call failed"
 REFUSED_BY_GATE = (
     "the quality gate kept no line of the summary ({examples_dropped} copied examples, "
     "{strangers_dropped} naming strangers, {actions_dropped} claiming actions no tool made, "
@@ -193,10 +206,20 @@ def summarize(script, messages, instructions=None):
 
 @defer.inlineCallbacks
 def _summarize_once(script, messages, instructions):
-    """Make one summary call; return ``(summary, None)`` or ``(None, why it failed)``."""
+    """Make one summary call; return ``(summary, None)`` or ``(None, why it failed)``.
+
+    A call that would not fit the summarizing model's window is not sent (a chunk is never
+    smaller than ``MIN_CHUNK_TOKENS``, however small the window).
+    """
+    model = summary_model(script)
+    payload = sum(count_tokens(text, model) for text in instructions)
+    payload += sum(stored_tokens(message, model) for message in messages)
+    window = summarizer_window(script)
+    if payload > window:
+        return None, f"{TOO_LARGE}: {payload} tokens, over the {window}-token window"
     answer = yield generate_context_summary(script, messages, instructions=instructions)
     if not answer.ok:
-        return None, f"summary call failed ({answer.error_kind}): {answer.error}"
+        return None, f"{CALL_FAILED} ({answer.error_kind}): {answer.error}"
     if not answer.content.strip():
         return None, EMPTY_SUMMARY
     return answer.content.strip(), None
@@ -209,16 +232,6 @@ def describe_mechanically(messages):
     )
     used = f"; tools used: {', '.join(tools)}" if tools else ""
     return f"({len(messages)} messages in which the summary found nothing to keep{used}.)"
-
-
-def previous_successive_count(messages):
-    """Return the successive-compaction count of the newest summary among ``messages``."""
-    counts = [
-        message["metadata"].get("successive_compactions", 1)
-        for message in messages
-        if is_summary(message)
-    ]
-    return counts[-1] if counts else 0
 
 
 @defer.inlineCallbacks
@@ -260,14 +273,17 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
         return skipped(f"the last {kind} compaction did not help; history unchanged")
     if script.ndb.compacting:
         return skipped("a compaction is already running")
-    to_compact, read_at = old_messages(script, kind, before, config)
+    strategy = compact_strategy(config)
+    if kind == "manual" or strategy == "masking":
+        to_compact, read_at = old_messages(script, kind, before, config)
+    else:
+        to_compact, read_at = summary_split(script, kind, before, config)
     if not to_compact:
         return within_preserve_window(before, config)
     tokens = sum(message["token_count"] for message in to_compact)
     stall = stalled(script, kind, tokens, before.history_tokens)
     if stall:
         return stall
-    strategy = compact_strategy(config)
     plan = CompactionPlan(
         kind, strategy, to_compact, len(to_compact), tokens, before.history_tokens, read_at
     )
@@ -277,17 +293,10 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
         result = skipped(f"vetoed: {'; '.join(vetoes)}", kind=kind, vetoed=True)
     else:
         result = yield RUNNERS[strategy](script, character, plan, before, config, extract)
+        if kind != "manual" and needs_room(script, character, kind, config, result):
+            result = yield make_room(script, character, kind, config, result)
     send_logged(post_compaction, script, character=character, result=result)
     return result
-
-
-def start_threshold(config):
-    """Return the usage at which a compaction with ``config``'s strategy is due: the sleep
-    threshold, or the masking threshold when lower for the strategies that mask."""
-    threshold = config["compact_sleep_threshold"]
-    if compact_strategy(config) in ("masking", "hybrid"):
-        return min(threshold, config["compact_mask_threshold"])
-    return threshold
 
 
 @defer.inlineCallbacks
@@ -305,6 +314,15 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
     Returns:
         Deferred: Fires with the compaction's result dict.
     """
+    if plan.kind != "manual" and not worth_summarizing(plan.messages, script.history.model):
+        # Decided before any call: extraction and the summary would be spent on a
+        # compaction refused for its size (see ai.sleep.escalation). A builder who asks
+        # gets the model's attempt.
+        error = (
+            f"{plan.tokens} tokens in {plan.message_count} messages are too few to be worth "
+            "a summary"
+        )
+        return {"success": False, "kind": plan.kind, "error": error, REFUSED_FOR_SIZE: True}
     if extract:
         yield extract()
     script.ndb.compacting = True
@@ -327,7 +345,15 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
                 error = None if summary else REFUSED_BY_GATE.format(**gate)
             if error:
                 logger.log_warn(f"AI {script.label}: {plan.kind} compaction abandoned: {error}")
-                return {"success": False, "kind": plan.kind, "error": error, **gate}
+                # A model that did not answer may next time: no escalation (ai.sleep.escalation).
+                failed = error.startswith(CALL_FAILED)
+                return {
+                    "success": False,
+                    "kind": plan.kind,
+                    "error": error,
+                    "model_failed": failed,
+                    **gate,
+                }
             if plan.notes:
                 summary = "\n".join([summary, NOTES_HEADER, *(f"- {n}" for n in plan.notes)])
             summaries.append((audience, members, summary))
@@ -347,29 +373,6 @@ def summary_message(kind, audience, members, summary, model, now):
         model,
         now,
     )
-
-
-def compaction_message(role, content, kind, audience, members, model, now, **extra):
-    """Return a message that a compaction writes in place of ``members``, with its metadata
-    (``extra`` added to it)."""
-    message = {
-        "role": role,
-        "content": content,
-        "metadata": with_audience(
-            {
-                "type": "compaction",
-                "kind": kind,
-                "compacted_count": len(members),
-                "compacted_at": now.isoformat(),
-                "original_token_count": sum(message["token_count"] for message in members),
-                "successive_compactions": previous_successive_count(members) + 1,
-                **extra,
-            },
-            audience,
-        ),
-    }
-    message["metadata"]["summary_token_count"] = count_message_tokens(message, model)
-    return message
 
 
 def _replace(script, character, plan, summaries, before, gate):
@@ -401,7 +404,8 @@ def _replace(script, character, plan, summaries, before, gate):
             f"{compacted_tokens} tokens it would replace"
         )
         logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
-        return {"success": False, "kind": kind, "error": error}
+        remember_refused(script, kind, to_compact)
+        return {"success": False, "kind": kind, "error": error, REFUSED_FOR_SIZE: True}
     try:
         record, stored = replace_recorded(
             script,
@@ -416,6 +420,7 @@ def _replace(script, character, plan, summaries, before, gate):
             before.history_tokens,
         )
     except CompactionRefused as refused:
+        remember_refused(script, kind, to_compact)
         return refused.result
     for (audience, _, summary), message in zip(summaries, stored):
         add_entry(
@@ -446,24 +451,6 @@ def _replace(script, character, plan, summaries, before, gate):
         "notes": list(plan.notes),
     }
     return finish(script, character, record, before, result, describe_report("summary", gate))
-
-
-def what_is_too_large(usage, threshold, compaction):
-    """Say why usage is still over ``threshold`` after ``compaction``, naming the real cause."""
-    if compaction.get("skipped") or not compaction.get("success"):
-        failed = compaction.get("error") or compaction.get("reason")
-        cause = f"nothing was compacted: {failed}"
-    else:
-        cause = f"{usage.message_count} messages are left"
-    if usage.frame_tokens >= usage.max_tokens * threshold:
-        return (
-            f"{cause}; the prompt without history alone is {describe_frame(usage)} of "
-            f"max_context_tokens {usage.max_tokens}"
-        )
-    return (
-        f"{cause}; the prompt is {describe_frame(usage)} and the history kept "
-        f"{usage.history_tokens} tokens in {usage.message_count} messages"
-    )
 
 
 @defer.inlineCallbacks

@@ -46,6 +46,9 @@ def announce_compaction(script, character, result):
     """Report a finished compaction on the log channel, and to the room if configured."""
     if result["strategy"] == "masking":
         done, in_a_row = f"{result['compacted_messages']} old tool outputs masked", ""
+    elif result["strategy"] == "archive":
+        done = f"{result['compacted_messages']} oldest messages archived whole (search_history)"
+        in_a_row = ""
     else:
         done = f"{result['compacted_messages']} messages into a summary"
         in_a_row = f", compaction #{result['successive_compactions']} in a row"

@@ -4,6 +4,7 @@ from evennia.utils.utils import display_len
 
 from ai.commands import CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
 from ai.config import SCRIPT_CONFIG
+from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
@@ -232,6 +233,9 @@ class TestAiConfirm(AssistantCommandTestCase):
             )
         )
         self.addCleanup(unregister_tool, "demolish")
+        # A game's own tool joins a turn through the context's tool_filter.
+        offered = {"tool_filter": [*CONVERSATION_TOOLS, "demolish"]}
+        self.script.set_config("context_overrides", {"tick_event": offered})
         calls = [[("demolish", {"what": "the old mill"})], [("demolish", {"what": "the bridge"})]]
         with ScriptedLLM(*calls) as llm:
             self.script.set_config("llm_model", llm.model)

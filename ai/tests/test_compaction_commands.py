@@ -46,7 +46,7 @@ class CompactionCommandTestCase(AssistantCommandTestCase):
     def make_compactable(self):
         """Shrink the preserve window (by count and by the 20% token share) to 2 messages."""
         self.script.set_config("compact_preserve_window", 2)
-        store_window(self.script, 256)
+        store_window(self.script, 1000)
 
     def compact(self):
         result = wait_for(

@@ -177,7 +177,7 @@ class TestStallGuard(CompactionGateTestCase):
     def setUp(self):
         super().setUp()
         # A small window: an emergency keeps the recent 20% of it, here under four messages.
-        store_window(self.script, 256)
+        store_window(self.script, 1000)
 
     def fill_with_a_large_recent_message(self):
         fill(self.script, FACTS[:4])

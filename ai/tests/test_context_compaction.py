@@ -76,7 +76,7 @@ class CompactionTestCase(AssistantTestCase):
 
     def setUp(self):
         super().setUp()
-        store_window(self.script, 256)
+        store_window(self.script, 1000)
         self.script.set_config("compact_preserve_window", 4)
 
     def compact(self, force=True, **kwargs):
@@ -146,8 +146,8 @@ class TestCompactConversationHistoryExecution(CompactionTestCase):
     def test_the_offline_summary_keeps_facts_and_promises_with_who_said_them(self):
         self.script.history.clear()
         lines = [
-            ("user", 'Char says, "Hello there!"'),
-            ("assistant", "Hello, Char! How can I help?"),
+            ("user", 'Char says, "Hello there! What a fine, quiet morning it is today."'),
+            ("assistant", "Hello, Char! It is a fine morning indeed. How can I help you?"),
             ("user", 'Char2 says, "Where is the old mill?"'),
             ("assistant", "I don't know that yet, Char2. Tell me and I will remember it."),
             ("user", 'Char2 says, "I owe the miller Hobb 5 silver for the flour."'),
@@ -392,6 +392,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertEqual(self.script.history.totals()[1], 6)
 
     def test_a_model_change_during_the_summary_call_leaves_the_counter_right(self):
+        store_window(self.script, 4000)  # the summary call fits, counted three times over
         fill(self.script)
         with ScriptedLLM(0.3) as llm:
             # The new model counts three times what the old one did.
@@ -399,14 +400,16 @@ class TestBeyondTheSeeds(CompactionTestCase):
             self.addCleanup(set_calibration, llm.model, 1.0)
             self.script.set_config("compact_model", llm.model)
             llm.steps = [0.3]
-            pending = compact_conversation_history(self.script, self.assistant, force=True)
+            pending = compact_conversation_history(
+                self.script, self.assistant, force=True, kind="manual"
+            )
             reactor.iterate(0.05)
             self.script.set_config("llm_model", llm.model)
             self.script.append_message({"role": "user", "content": 'Char says, "a late line"'})
             result = wait_for(pending)
             history = self.script.conversation_history
             counted = sum(count_message_tokens(m, llm.model) for m in history)
-        self.assertTrue(result["success"])
+        self.assertTrue(result["success"], result)
         self.assertEqual(self.script.history.totals(), (counted, len(history)))
 
     def test_a_failed_timed_out_or_empty_summary_changes_nothing(self):
@@ -695,8 +698,9 @@ class TestNotifications(CompactionTestCase):
         with mock_patch.object(type(channel), "msg") as channel_msg:
             with mock_patch.object(self.char1, "msg") as char1_msg:
                 self.compact()
+        # The first post; the window is too small for the frame, which a second one says.
         self.assertRegex(
-            channel_msg.call_args.args[0], r"^Helper compacted its context \(emergency\)"
+            channel_msg.call_args_list[0].args[0], r"^Helper compacted its context \(emergency\)"
         )
         self.assertNotIn("gathers", str(char1_msg.mock_calls))
         self.script.set_config("compact_notify_room", True)

@@ -185,7 +185,7 @@ class TestShow(MemoryCommandTestCase):
             self.script.append_message({"role": "assistant", "content": "Noted, thank you."})
             self.script.append_message({"role": "user", "content": fact})
         self.script.set_config("compact_preserve_window", 2)
-        store_window(self.script, 256)
+        store_window(self.script, 1000)
         compaction = wait_for(
             compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
         )

@@ -82,7 +82,7 @@ class TestPinCommands(PinUndoTestCase):
             CmdAiCompact(),
             f"/pin Helper = {pinned['id']}",
             f"Pinned 1 message of Helper ({pinned['id']}). Pins hold {pinned['token_count']} "
-            "of 256 tokens (compact_pin_max_share 1 of max_context_tokens 256).",
+            "of 1,000 tokens (compact_pin_max_share 1 of max_context_tokens 1000).",
         )
         before = live_ids(self.script)
         report = self.compact_through_command()

@@ -56,6 +56,8 @@ class TestAWhisperIsAnsweredPrivately(PrivacyTestCase):
         self.assertNotIn(SECRET, self.char2_heard_text())
 
     def test_everything_the_turn_wrote_is_kept_for_the_whisperer(self):
+        # Every tool offered, so that the turn also notes an observation about the speaker.
+        self.script.set_config("context_overrides", {"tick_event": {"tool_filter": None}})
         self.whisper_secret()
         history = self.script.conversation_history
         self.assertTrue(history)

@@ -27,6 +27,7 @@ from ai.prompt_contexts import (
     CONTEXT_SLEEP_CONSOLIDATE,
     CONTEXT_TICK_AUTONOMOUS,
     CONTEXT_TICK_EVENT,
+    CONVERSATION_TOOLS,
     DEFAULT_CONTEXT_CONFIGS,
     DEFAULT_PRE_COMPACTION_PROMPT,
     EXECUTION_MODES,
@@ -59,8 +60,18 @@ JOURNAL_CATEGORIES = ["journal", "safe", "terminal"]
 # context: (components, tool filter, mode, max iterations, multi tool, sub agents,
 #           categories, confirm dangerous, records history)
 EXPECTED = {
-    CONTEXT_TICK_EVENT: (FULL, None, "react_loop", 5, True, True, None, False, True),
-    CONTEXT_TICK_AUTONOMOUS: (FULL, None, "react_loop", 5, True, True, None, True, True),
+    CONTEXT_TICK_EVENT: (FULL, CONVERSATION_TOOLS, "react_loop", 5, True, True, None, False, True),
+    CONTEXT_TICK_AUTONOMOUS: (
+        FULL,
+        CONVERSATION_TOOLS,
+        "react_loop",
+        5,
+        True,
+        True,
+        None,
+        True,
+        True,
+    ),
     CONTEXT_REFLECTION: (
         [COMPONENT_SYSTEM_PROMPT, COMPONENT_PENDING_EVENT, COMPONENT_TOOL_RESULT],
         REFLECTION_TOOLS,
@@ -190,6 +201,20 @@ class TestDefaults(TestCase):
                 self.assertIsNone(config.token_budget)
 
     def test_tool_filter_lists(self):
+        self.assertEqual(
+            CONVERSATION_TOOLS,
+            [
+                "say",
+                "noop",
+                "look",
+                "give",
+                "add_journal_entry",
+                "review_journal",
+                "recall_memories",
+                "search_history",
+                "pin_fact",
+            ],
+        )
         self.assertEqual(
             REFLECTION_TOOLS, ["noop", "add_journal_entry", "review_journal", "search_history"]
         )

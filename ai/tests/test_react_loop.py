@@ -4,8 +4,8 @@ from unittest.mock import patch
 
 from django.test import override_settings
 
-from ai.helpers.entity_context import entity_profiles
 from ai.helpers.journal import journal_entries
+from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
@@ -79,6 +79,9 @@ class TestStopConditions(LoopTestCase):
             )
         )
         self.addCleanup(unregister_tool, "demolish")
+        # A game's own tool joins a turn through the context's tool_filter.
+        offered = {"tool_filter": [*CONVERSATION_TOOLS, "demolish"]}
+        self.script.set_config("context_overrides", {"tick_event": offered})
         with ScriptedLLM([("demolish", {})]) as llm:
             result = self.run_loop(llm, signals={"event_class": "building"})
         self.assertEqual(result.stop_reason, "awaiting_confirmation")
@@ -120,17 +123,13 @@ class TestFullTickWithTools(AssistantTestCase):
         with patch.object(self.char2, "msg") as char2_msg:
             result = self.tick()
         self.assertEqual(result["status"], "replied")
-        self.assertEqual(
-            result["loop"].tools_called, ["add_journal_entry", "update_entity_observation", "say"]
-        )
+        self.assertEqual(result["loop"].tools_called, ["add_journal_entry", "say"])
         entry = journal_entries(self.assistant)[-1]
         self.assertEqual(
             entry["content"], "Char said: I promised to bring 12 iron ingots to the forge."
         )
         self.assertEqual(entry["importance"], 7)
         self.assertEqual(entry["source_message_ids"], [result["event"]["message_id"]])
-        profile = entity_profiles(self.assistant)[self.char1.dbref]
-        self.assertIn("12 iron ingots", profile["observations"][-1]["text"])
         self.assertIn("Helper says", str(char2_msg.mock_calls))
         self.assertEqual(result["loop"].pattern.mode, "single_action")
 

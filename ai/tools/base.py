@@ -19,16 +19,13 @@ IMPORTANCE_PARAMETER = {
 }
 
 
-def limit_parameter(items):
-    """Return the schema of a ``limit`` parameter: how many ``items`` at most (1-20)."""
-    return {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": 20,
-        "default": 5,
-        "description": f"How many {items} at most.",
-    }
+# A ``limit`` parameter: how many items at most (its name needs no description).
+LIMIT_PARAMETER = {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}
 
+
+# What the schema sent to the model keeps: a small model needs names, types and meanings,
+# not the limits that validation checks (a call beyond them gets an error it can correct).
+SENT_KEYWORDS = frozenset({"type", "properties", "required", "items", "enum", "description"})
 
 # The name rule of the OpenAI function-calling API.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -73,13 +70,14 @@ class Tool:
             raise ValueError(f"Tool {self.name}: invalid parameters schema: {err.message}") from err
 
     def schema(self):
-        """Return the tool in the OpenAI ``tools`` format."""
+        """Return the tool in the OpenAI ``tools`` format, its parameters without the limits
+        that only validation needs (see ``SENT_KEYWORDS``)."""
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": self.parameters,
+                "parameters": _sent_schema(self.parameters),
             },
         }
 
@@ -92,6 +90,16 @@ class Tool:
     def is_dangerous(self):
         """True if this tool may need confirmation before it runs."""
         return "dangerous" in self.categories
+
+
+def _sent_schema(schema):
+    """Return ``schema`` with only ``SENT_KEYWORDS``, at every level."""
+    sent = {key: value for key, value in schema.items() if key in SENT_KEYWORDS}
+    if "properties" in sent:
+        sent["properties"] = {name: _sent_schema(sub) for name, sub in sent["properties"].items()}
+    if isinstance(sent.get("items"), dict):
+        sent["items"] = _sent_schema(sent["items"])
+    return sent
 
 
 @dataclass

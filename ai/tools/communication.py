@@ -43,7 +43,7 @@ def say(ctx, message):
 register_tool(
     Tool(
         name="say",
-        description="Say your reply aloud to the players in the room. Ends your turn.",
+        description="Say your reply aloud. Ends your turn.",
         parameters={
             "type": "object",
             "properties": {
@@ -51,7 +51,7 @@ register_tool(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 2000,
-                    "description": "Your reply, one or two short sentences.",
+                    "description": "One or two short sentences.",
                 }
             },
             "required": ["message"],

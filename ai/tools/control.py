@@ -12,7 +12,7 @@ def noop(ctx):
 register_tool(
     Tool(
         name="noop",
-        description="Do nothing more this turn: call when you are done.",
+        description="End your turn.",
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
         categories=frozenset({"terminal", "safe"}),
         handler=noop,

@@ -14,7 +14,7 @@ from ..helpers.journal import shared_words
 from ..history import row_to_message
 from ..models import ConversationMessage
 from ..utils.message_format import tool_call_text
-from .base import Tool, ToolResult, limit_parameter
+from .base import LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 
 # The newest archived messages a search reads at most, whatever the archive's size.
@@ -121,20 +121,19 @@ register_tool(
     Tool(
         name="search_history",
         description=(
-            "Search your own archived past: the old messages compaction replaced with a "
-            "summary or a [TOOL OUTPUT ARCHIVED] placeholder. Give a query (words, or a tool "
-            "call id) to list matches, or a message_id to read one message whole."
+            "Search your archived past (what summaries and placeholders replaced): a query "
+            "lists matches, a message_id reads one whole."
         ),
         parameters={
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "Words, text or a tool call id."},
+                "query": {"type": "string", "description": "Words or a tool call id."},
                 "message_id": {
                     "type": "integer",
                     "minimum": 1,
-                    "description": "The id of one archived message to read whole.",
+                    "description": "An archived message's id.",
                 },
-                "limit": limit_parameter("messages"),
+                "limit": LIMIT_PARAMETER,
             },
             "additionalProperties": False,
         },

@@ -13,7 +13,7 @@ from ..helpers.journal import (
     search_entries,
 )
 from ..utils.grounding import transcript_words, unfounded
-from .base import IMPORTANCE_PARAMETER, Tool, ToolResult, limit_parameter
+from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
 
@@ -79,10 +79,7 @@ def update_entity_observation(ctx, entity, observation):
 register_tool(
     Tool(
         name="add_journal_entry",
-        description=(
-            "Save one fact worth remembering in your journal, as a full sentence that "
-            "names who said it, e.g. 'Bob said he runs the forge by the north gate.'"
-        ),
+        description="Save one fact in your journal, as a sentence naming who said it.",
         parameters={
             "type": "object",
             "properties": {
@@ -90,14 +87,13 @@ register_tool(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_ENTRY_CHARS,
-                    "description": "The fact, naming who said it.",
+                    "description": "The fact.",
                 },
                 "importance": IMPORTANCE_PARAMETER,
                 "tags": {
                     "type": "array",
                     "items": {"type": "string"},
                     "maxItems": 8,
-                    "description": "Short labels.",
                 },
             },
             "required": ["content"],
@@ -110,12 +106,12 @@ register_tool(
 register_tool(
     Tool(
         name="review_journal",
-        description="Read your latest journal entries, optionally only those matching a query.",
+        description="Read your latest journal entries, or those matching a query.",
         parameters={
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "Words or text to look for."},
-                "limit": limit_parameter("entries"),
+                "query": {"type": "string", "description": "Words to look for."},
+                "limit": LIMIT_PARAMETER,
             },
             "additionalProperties": False,
         },
@@ -126,14 +122,14 @@ register_tool(
 register_tool(
     Tool(
         name="update_entity_observation",
-        description="Note something you observed about a person or thing, to remember them by.",
+        description="Note what you observed about someone or something.",
         parameters={
             "type": "object",
             "properties": {
                 "entity": {
                     "type": "string",
                     "minLength": 1,
-                    "description": 'A dbref like "#6", or the name of someone or something here.',
+                    "description": "A name here, or a dbref.",
                 },
                 "observation": {
                     "type": "string",

@@ -10,7 +10,7 @@ from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same
 from ..helpers.memory_links import describe_memory
 from ..models import JournalEntry
 from ..semantic_memory import recall, remember
-from .base import IMPORTANCE_PARAMETER, Tool, ToolResult, limit_parameter
+from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 
 
@@ -57,19 +57,16 @@ def store_memory(ctx, content, importance=5):
 register_tool(
     Tool(
         name="recall_memories",
-        description=(
-            "Search your long-term memory for facts about something; facts that changed "
-            "say when and what replaced them."
-        ),
+        description="Search your long-term memory for facts about something.",
         parameters={
             "type": "object",
             "properties": {
                 "query": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "What to remember, in a few words.",
+                    "description": "A few words.",
                 },
-                "limit": limit_parameter("memories"),
+                "limit": LIMIT_PARAMETER,
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -81,10 +78,7 @@ register_tool(
 register_tool(
     Tool(
         name="store_memory",
-        description=(
-            "Keep one fact in long-term memory, as a full sentence; a newer fact about the "
-            "same thing replaces the older one."
-        ),
+        description="Keep one fact in long-term memory; it replaces an older one on the same thing.",
         parameters={
             "type": "object",
             "properties": {

@@ -66,13 +66,13 @@ def give(ctx, item, recipient):
 register_tool(
     Tool(
         name="look",
-        description="Look at the room, or at something or someone here or that you carry.",
+        description="Look at the room, or at someone or something here.",
         parameters={
             "type": "object",
             "properties": {
                 "target": {
                     "type": "string",
-                    "description": "What to look at: a name here; empty for the room.",
+                    "description": "A name here; empty for the room.",
                 },
             },
             "additionalProperties": False,
@@ -93,7 +93,7 @@ register_tool(
                 "recipient": {
                     "type": "string",
                     "minLength": 1,
-                    "description": 'Who gets it: a name here or a dbref like "#6".',
+                    "description": "A name here, or a dbref.",
                 },
             },
             "required": ["item", "recipient"],

@@ -33,9 +33,8 @@ register_tool(
     Tool(
         name="pin_fact",
         description=(
-            "Keep one fact in your context word for word, never summarized away: a promise, "
-            "a rule you were given, a task still open. Room for pins is small; use "
-            "add_journal_entry for everything else."
+            "Keep one fact word for word in your context, never summarized: a promise, a rule, "
+            "an open task. Room is small: journal the rest."
         ),
         parameters={
             "type": "object",
@@ -44,7 +43,7 @@ register_tool(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": MAX_FACT_CHARS,
-                    "description": "The fact, as one full sentence naming who said it.",
+                    "description": "The fact, naming who said it.",
                 }
             },
             "required": ["fact"],

@@ -32,3 +32,5 @@ SUPERSEDED_MARK = "(no longer true since "
 NOT_SEEN = "Not seen:"
 # The content that takes the place of a masked tool output (see ``ai.sleep.masking``).
 MASKED_OUTPUT = "[TOOL OUTPUT ARCHIVED - search history for details]"
+# How the marker opens that stands for messages archived whole (see ``ai.sleep.archiving``).
+ARCHIVE_MARKER = "[ARCHIVED HISTORY]"

@@ -1,0 +1,73 @@
+"""Archiving old messages whole: the last step of an automatic compaction that cannot make
+room otherwise (see ``ai.sleep.escalation``).
+
+The messages older than the preserve window are archived, linked to one short marker per
+audience that says how many were archived and that ``search_history`` finds them. No model
+is called: nothing is summarized or journaled, and the archive is where they are read
+back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
+"""
+
+from django.utils import timezone
+
+from ..audience import audience_groups
+from ..utils.markers import ARCHIVE_MARKER
+from .common import CompactionRefused, compaction_message, finish, replace_recorded
+
+
+def archive_marker(kind, audience, members, model, now):
+    """Return the system message standing for ``members``, archived whole."""
+    text = (
+        f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
+        "to make room; search_history finds them by their words."
+    )
+    return compaction_message(
+        "system", text, kind, audience, members, model, now, archived_whole=True
+    )
+
+
+def archive_oldest(script, character, plan, before, config, extract=None):
+    """Archive ``plan``'s messages whole behind one marker per audience.
+
+    Args:
+        plan (CompactionPlan): The messages older than the preserve window (``ai.signals``).
+        before (ContextUsage): The context's usage when the step started.
+        config (dict): The script's effective configuration (unused: nothing to choose).
+        extract (callable, optional): Not run: no summary is made, and what is archived
+            stays searchable.
+
+    Returns:
+        dict: The result, shaped as a summary compaction's (``archived_messages`` counts
+        the messages archived); a failure when it would remove too little (a stall) or the
+        history changed meanwhile.
+    """
+    store = script.history
+    now = timezone.now()
+    markers = [
+        (archive_marker(plan.kind, audience, members, store.model, now), members)
+        for audience, members in audience_groups(plan.messages)
+    ]
+    marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
+    try:
+        record, stored = replace_recorded(
+            script,
+            store,
+            plan.kind,
+            "archive",
+            now,
+            lambda record: store.replace_with_summaries(
+                plan.messages, markers, plan.read_at, record=record
+            ),
+            plan.tokens - marker_tokens,
+            before.history_tokens,
+        )
+    except CompactionRefused as refused:
+        return refused.result
+    result = {
+        "compacted_messages": len(plan.messages),
+        "archived_messages": len(plan.messages),
+        "summary_tokens": marker_tokens,
+        "successive_compactions": max(m["metadata"]["successive_compactions"] for m, _ in markers),
+        "summary_id": stored[0]["id"],
+        "summary_ids": [message["id"] for message in stored],
+    }
+    return finish(script, character, record, before, result, "an archive marker")

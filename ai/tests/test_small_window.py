@@ -1,0 +1,135 @@
+"""A fixed prompt that fills much of a small window: the preserved tail adapts, automatic
+compactions escalate and converge, and no call is sent over the window (issue 19)."""
+
+from ai.context_usage import ContextUsage
+from ai.models import CompactionRecord
+from ai.prompt_contexts import CONTEXT_TICK_EVENT
+from ai.sleep.common import preserve_tokens
+from ai.sleep.undo import undo_last_compaction
+from ai.tools import ToolContext, execute_tool
+from ai.utils.markers import ARCHIVE_MARKER
+
+from .support import AssistantTestCase, ScriptedLLM, store_window
+
+WINDOW = 2500
+# Lines of a long system prompt, as a game's own lore would make it: with them the frame is
+# over half of WINDOW, as a real server's was.
+LORE = "\n".join(
+    f"Lore line {n}: <a fact of the game world, several words long>." for n in range(30)
+)
+# A summary longer than what it replaces: every summary is refused as not smaller.
+LONG_SUMMARY = "- <a line of summary that says far too much about very little>\n" * 60
+
+
+class SmallWindowCase(AssistantTestCase):
+    def setUp(self):
+        super().setUp()
+        self.script.set_config(
+            "context_overrides",
+            {CONTEXT_TICK_EVENT: {"component_overrides": {"system_prompt": {"content": LORE}}}},
+        )
+        store_window(self.script, WINDOW)
+        self.frame = self.script.context_usage().frame_tokens
+        self.assertGreater(self.frame, WINDOW / 2)
+
+    def say_long(self, words):
+        """Append a player's line of about ``words`` words (and tokens)."""
+        text = " ".join(f"w{n}" for n in range(words))
+        return self.script.append_message({"role": "user", "content": f'Char says, "{text}"'})
+
+
+class TestPreservedTail(SmallWindowCase):
+    def test_the_preserved_tail_is_a_share_of_the_room_history_has(self):
+        roomy = ContextUsage(
+            total_tokens=900, history_tokens=0, max_tokens=100_000, message_count=0
+        )
+        self.assertEqual(preserve_tokens(roomy, 0.8), 20_000, "20% of a roomy window")
+        usage = self.script.context_usage()
+        room = 0.8 * WINDOW - self.frame
+        self.assertEqual(preserve_tokens(usage, 0.8), room / 2)
+        self.assertLess(preserve_tokens(usage, 0.8), 0.2 * WINDOW)
+
+
+class TestConvergence(SmallWindowCase):
+    def test_ticks_of_new_messages_compact_and_converge_without_repeating_a_refusal(self):
+        """Every summary is refused as not smaller: the compaction archives instead, each
+        emergency brings usage under the threshold, and no summary is tried twice."""
+        with ScriptedLLM(*[LONG_SUMMARY] * 40, provider="summarizer") as summarizer:
+            self.script.set_config("compact_model", summarizer.model)
+            emergencies = []
+            for tick in range(14):
+                self.hear(f"tick {tick}: the <thing> number {tick} is <value {tick}>.")
+                result = self.tick()
+                self.assertEqual(result["status"], "replied", result)
+                if result["emergency"] and not result["emergency"].get("skipped"):
+                    emergencies.append(result["emergency"])
+        self.assertGreaterEqual(len(emergencies), 2)
+        for emergency in emergencies:
+            self.assertFalse(emergency["still_over_threshold"], emergency["context_compaction"])
+        transcripts = [call[-1]["content"] for call in summarizer.calls]
+        self.assertEqual(len(transcripts), len(set(transcripts)), "a refused summary came back")
+        archived = CompactionRecord.objects.filter(db_script_id=self.script.id, strategy="archive")
+        self.assertTrue(archived.exists())
+
+
+class TestNoCallWasted(SmallWindowCase):
+    def setUp(self):
+        super().setUp()
+        self.old = [
+            self.script.append_message({"role": "user", "content": f'Char2 says, "{line}"'})
+            for line in (
+                "The <thing> by the river is <value>, and the ferry waits there until dusk.",
+                "Remember that <name> keeps the keys of the <place> every market day.",
+                "And the <other thing> costs <number> coins at the stall near the <place>.",
+                "Also, <name> said the bridge to the <place> closes when it rains hard.",
+            )
+        ]
+        # The newest line alone leaves too little of the room for the old part to matter.
+        old_tokens = sum(message["token_count"] for message in self.old)
+        self.say_long(int(0.8 * WINDOW - self.frame - old_tokens))
+        self.assertGreaterEqual(self.script.context_usage().usage, 0.8)
+
+    def test_a_compaction_too_small_for_a_summary_calls_no_model_and_archives(self):
+        with (
+            ScriptedLLM(AssertionError("the main model was called")) as model,
+            ScriptedLLM(
+                AssertionError("the summarizer was called"), provider="summarizer"
+            ) as summarizer,
+        ):
+            self.script.set_config("llm_model", model.model)
+            self.script.set_config("compact_model", summarizer.model)
+            result = self.tick()
+        self.assertEqual((model.calls, summarizer.calls), ([], []))
+        compaction = result["emergency"]["context_compaction"]
+        self.assertTrue(compaction["success"], compaction)
+        self.assertEqual((compaction["strategy"], compaction["archived_messages"]), ("archive", 4))
+        self.assertFalse(result["emergency"]["still_over_threshold"])
+        marker = self.script.conversation_history[0]
+        self.assertTrue(marker["content"].startswith(f"{ARCHIVE_MARKER} 4 earlier messages"))
+        self.assertIn("search_history", marker["content"])
+
+    def test_the_archived_messages_are_searchable_and_the_archive_undoable(self):
+        self.script.set_config("llm_model", "offline/assistant")
+        self.tick()
+        self.assertNotIn(self.old[0]["id"], [m["id"] for m in self.script.conversation_history])
+        found = execute_tool(
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search_history", "arguments": '{"query": "ferry"}'},
+            },
+            ToolContext(self.script, self.assistant, CONTEXT_TICK_EVENT),
+        )
+        self.assertIn("the ferry waits there until dusk", found.content)
+        undone = undo_last_compaction(self.script, self.assistant, force=True)
+        self.assertEqual(undone["restored"], 4)
+        live = [m["id"] for m in self.script.conversation_history]
+        self.assertEqual(live[:4], [m["id"] for m in self.old])
+
+
+class TestNothingOverTheWindow(SmallWindowCase):
+    def test_a_prompt_over_the_window_is_not_sent(self):
+        store_window(self.script, self.frame // 2)  # shrinking the rest cannot make it fit
+        result = self.tick_on("never sent", text="Hello there.")
+        self.assertEqual(self.llm.calls, [])
+        self.assertEqual(result["status"], "over_window")
