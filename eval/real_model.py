@@ -43,8 +43,8 @@ import detectors  # noqa: E402
 import play  # noqa: E402  (the demo's boot and reactor helpers)
 import results  # noqa: E402
 
-# The smallest window docs/context.md recommends for small models. (The lead sets it.)
-SMALLEST_RECOMMENDED_WINDOW = 4096
+# The smallest window docs/context.md recommends for a small local model.
+SMALLEST_RECOMMENDED_WINDOW = 2500
 LOCAL_MODEL = "openai/qwen2.5-coder-1.5b-instruct"
 LOCAL_KEY_VARIABLE = "EVAL_LOCAL_API_KEY"
 RUNS_DIR = os.path.join(os.path.dirname(EVAL_DIR), "build", "eval", "runs")
