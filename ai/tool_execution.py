@@ -28,7 +28,7 @@ from .prompt_rendering import recall_query
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
-from .tools.communication import emote, speak
+from .tools.communication import emote, speak, without_own_name
 from .utils.echo import is_echo, repeats_itself
 from .utils.intentions import only_announces
 from .utils.message_format import SendableMessages
@@ -271,7 +271,7 @@ def run_react_loop(
             break
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
-        speech = _speech(script, answer, config, event, result)
+        speech = without_own_name(character, _speech(script, answer, config, event, result))
         turn.record(_recorded(answer, config, speech))
         if speech:
             speak(character, speech, audience)

@@ -32,6 +32,15 @@ class TestConversationSpeaks(SpeakingTestCase):
         self.assertEqual(result["reply"], "A fine horse!")
         self.assertIn("A fine horse!", self.heard_text())
 
+    def test_the_assistant_never_says_its_own_name_as_a_speaker_tag(self):
+        result = self.tick_on("Helper: A fine horse, Char!")
+        self.assertEqual(result["reply"], "A fine horse, Char!")
+        self.assertNotIn("Helper:", self.heard_text())
+        self.assertNotIn("Helper:", str(self.script.conversation_history))
+        self.tick_on([("say", {"message": "**Helper**: Thunder, Char."})], text="His name?")
+        self.assertIn("Thunder, Char.", self.heard_text())
+        self.assertNotIn("Helper**:", self.heard_text())
+
     def test_a_tool_call_written_as_text_runs_and_only_its_message_is_heard(self):
         result = self.tick_on(FENCED_SAY, text="Where are the coins?")
         self.assertEqual(result["reply"], "The oak, Char.")

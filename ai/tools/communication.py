@@ -1,5 +1,7 @@
 """Speaking: ``say`` makes the assistant talk in its room, or whisper in a private turn."""
 
+import re
+
 from ..audience import listeners_of
 from ..utils.text_tool_calls import looks_like_markup
 from .base import Tool, ToolResult
@@ -21,6 +23,13 @@ def speak(character, message, audience=None):
     return f"You whispered to {', '.join(obj.key for obj in listeners) or 'nobody'}"
 
 
+def without_own_name(character, text):
+    """Return ``text`` without a leading ``<the assistant's name>:``, the transcript format a
+    small model copies into its replies ("Fennick: Thank you..." from Fennick)."""
+    prefix = re.match(rf"\s*\**{re.escape(character.key)}\**\s*:\s*", text or "", re.I)
+    return text[prefix.end() :] if prefix and text[prefix.end() :].strip() else text
+
+
 def emote(character, text, audience=None):
     """Show ``text`` (a pose, not speech) to the room, or to ``audience`` (dbrefs) only."""
     if not audience:
@@ -32,6 +41,7 @@ def emote(character, text, audience=None):
 
 def say(ctx, message):
     """Say ``message`` to the turn's audience, unless it is markup or code."""
+    message = without_own_name(ctx.character, message)
     if looks_like_markup(message):
         return ToolResult(
             ok=False, content="Not said: that looks like code or markup. Say it in plain words."
