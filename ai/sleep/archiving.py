@@ -2,9 +2,9 @@
 room otherwise (see ``ai.sleep.escalation``).
 
 The messages older than the preserve window are archived, linked to one short marker per
-audience that says how many were archived and that ``search_history`` finds them. No model
-is called: nothing is summarized or journaled, and the archive is where they are read
-back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
+audience that says how many were archived and that ``search_history`` finds them. Nothing is
+summarized: the escalation runs the pre-compaction extraction first, so that their facts
+are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
 """
 
 from django.utils import timezone
@@ -32,8 +32,7 @@ def archive_oldest(script, character, plan, before, config, extract=None):
         plan (CompactionPlan): The messages older than the preserve window (``ai.signals``).
         before (ContextUsage): The context's usage when the step started.
         config (dict): The script's effective configuration (unused: nothing to choose).
-        extract (callable, optional): Not run: no summary is made, and what is archived
-            stays searchable.
+        extract (callable, optional): Not run here: the escalation runs it before.
 
     Returns:
         dict: The result, shaped as a summary compaction's (``archived_messages`` counts

@@ -249,7 +249,7 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
         kind (str, optional): ``sleep``, ``emergency`` or ``manual``, for logs and results.
             Only ``manual`` runs again after a stall with the history unchanged.
         extract (callable, optional): Returns a Deferred; run just before a summary is made
-            (pre-compaction extraction), never when no summary is made.
+            or messages are archived whole (pre-compaction extraction), never for masking.
 
     Returns:
         Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
@@ -294,7 +294,7 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
     else:
         result = yield RUNNERS[strategy](script, character, plan, before, config, extract)
         if kind != "manual" and needs_room(script, character, kind, config, result):
-            result = yield make_room(script, character, kind, config, result)
+            result = yield make_room(script, character, kind, config, result, extract)
     send_logged(post_compaction, script, character=character, result=result)
     return result
 

@@ -9,7 +9,9 @@ one (:func:`worth_summarizing`) and are not those of a summary refused before
 1. a smaller preserve floor: the newest message and half the preserved tokens are kept
    (``ai.sleep.common.old_messages``), chosen before the strategy runs;
 2. masking the old tool outputs (``ai.sleep.masking``), no model call;
-3. archiving the older messages whole (``ai.sleep.archiving``), no model call;
+3. archiving the older messages whole (``ai.sleep.archiving``), after the pre-compaction
+   extraction when the compaction has not run it yet: what is archived unsummarized keeps
+   its facts in the journal;
 4. when usage is still over the threshold: one notice to builders, on the log channel and
    in the log, until the frame or the window changes.
 
@@ -101,12 +103,14 @@ def frame_leaves_no_room(usage, threshold):
 
 
 @defer.inlineCallbacks
-def make_room(script, character, kind, config, result):
+def make_room(script, character, kind, config, result, extract=None):
     """Mask, then archive the oldest messages whole, until usage is under the threshold.
 
     The archive first leaves live the summaries that open the history (the one just written
     above all), and takes them too only when that was not enough: a summary that has grown
     past the room history has is archived like the rest (still searchable, and journaled).
+    ``extract`` (see ``compact_conversation_history``) runs before the first archive, unless
+    it ran already in this compaction.
 
     Returns:
         Deferred: Fires with the result of the last step that changed the history (else
@@ -123,9 +127,12 @@ def make_room(script, character, kind, config, result):
         now = measure_context(script, character)
         if now.usage < threshold or frame_leaves_no_room(now, threshold):
             break
-        messages, read_at = old_messages(script, kind, now, config, floor=1)
-        while keep_summaries and messages and is_summary(messages[0]):
-            messages = messages[1:]
+        messages, read_at = _older(script, kind, now, config, keep_summaries)
+        extracted = getattr(extract, "ran", False)
+        if messages and runner is archive_oldest and extract and not extracted:
+            yield extract()
+            now = measure_context(script, character)
+            messages, read_at = _older(script, kind, now, config, keep_summaries)
         if not messages:
             continue
         tokens = sum(message["token_count"] for message in messages)
@@ -142,6 +149,15 @@ def make_room(script, character, kind, config, result):
     if not steps:
         return result
     return {**final, "escalation": {"first": brief(result), **steps}}
+
+
+def _older(script, kind, usage, config, keep_summaries):
+    """Return the messages older than the smaller preserve floor, and their revision;
+    without the summaries that open the history when ``keep_summaries``."""
+    messages, read_at = old_messages(script, kind, usage, config, floor=1)
+    while keep_summaries and messages and is_summary(messages[0]):
+        messages = messages[1:]
+    return messages, read_at
 
 
 def brief(result):

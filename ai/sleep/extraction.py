@@ -192,9 +192,11 @@ class ExtractionBeforeSummary:
 
     Passed as ``extract`` to ``compact_conversation_history``: a strategy that makes no
     summary (masking) never calls it, and neither does one that finds nothing to compact.
+    An escalation that archives messages whole runs it first, unless it ran already.
 
     Attributes:
         result (dict): The extraction's result; until it runs, a result saying it did not.
+        ran (bool): Whether it ran in this compaction.
     """
 
     def __init__(self, script, character, max_iterations=None):
@@ -202,9 +204,11 @@ class ExtractionBeforeSummary:
         self.character = character
         self.max_iterations = max_iterations
         self.result = not_run("nothing was summarized")
+        self.ran = False
 
     @defer.inlineCallbacks
     def __call__(self):
+        self.ran = True
         self.result = yield run_pre_compaction_extraction(
             self.script, self.character, max_iterations=self.max_iterations
         )

@@ -2,6 +2,7 @@
 compactions escalate and converge, and no call is sent over the window (issue 19)."""
 
 from ai.context_usage import ContextUsage
+from ai.helpers.journal import journal_entries
 from ai.models import CompactionRecord
 from ai.prompt_contexts import CONTEXT_TICK_EVENT
 from ai.sleep.common import preserve_tokens
@@ -89,9 +90,11 @@ class TestNoCallWasted(SmallWindowCase):
         self.say_long(int(0.8 * WINDOW - self.frame - old_tokens))
         self.assertGreaterEqual(self.script.context_usage().usage, 0.8)
 
-    def test_a_compaction_too_small_for_a_summary_calls_no_model_and_archives(self):
+    def test_a_compaction_too_small_for_a_summary_journals_then_archives_unsummarized(self):
+        fact = "Char2 said the ferry waits by the river until dusk."
+        journaling = [("add_journal_entry", {"content": fact})]
         with (
-            ScriptedLLM(AssertionError("the main model was called")) as model,
+            ScriptedLLM(journaling, [("noop", {})], AssertionError("a reply")) as model,
             ScriptedLLM(
                 AssertionError("the summarizer was called"), provider="summarizer"
             ) as summarizer,
@@ -99,7 +102,9 @@ class TestNoCallWasted(SmallWindowCase):
             self.script.set_config("llm_model", model.model)
             self.script.set_config("compact_model", summarizer.model)
             result = self.tick()
-        self.assertEqual((model.calls, summarizer.calls), ([], []))
+        self.assertEqual(summarizer.calls, [])
+        self.assertEqual(result["emergency"]["pre_compaction_extraction"]["facts_recorded"], 1)
+        self.assertIn(fact, [entry["content"] for entry in journal_entries(self.assistant)])
         compaction = result["emergency"]["context_compaction"]
         self.assertTrue(compaction["success"], compaction)
         self.assertEqual((compaction["strategy"], compaction["archived_messages"]), ("archive", 4))
