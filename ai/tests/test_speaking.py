@@ -40,6 +40,9 @@ class TestConversationSpeaks(SpeakingTestCase):
         self.tick_on([("say", {"message": "**Helper**: Thunder, Char."})], text="His name?")
         self.assertIn("Thunder, Char.", self.heard_text())
         self.assertNotIn("Helper**:", self.heard_text())
+        self.tick_on("You: I see, Char.", text="Nice weather.")
+        self.assertIn("I see, Char.", self.heard_text())
+        self.assertNotIn("You:", self.heard_text())
 
     def test_a_tool_call_written_as_text_runs_and_only_its_message_is_heard(self):
         result = self.tick_on(FENCED_SAY, text="Where are the coins?")

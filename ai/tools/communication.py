@@ -24,9 +24,11 @@ def speak(character, message, audience=None):
 
 
 def without_own_name(character, text):
-    """Return ``text`` without a leading ``<the assistant's name>:``, the transcript format a
-    small model copies into its replies ("Fennick: Thank you..." from Fennick)."""
-    prefix = re.match(rf"\s*\**{re.escape(character.key)}\**\s*:\s*", text or "", re.I)
+    """Return ``text`` without a leading ``<the assistant's name>:`` or ``You:``, the
+    transcript formats a small model copies into its replies ("Fennick: Thank you..." from
+    Fennick, "You: I see." after the system prompt's example)."""
+    names = f"(?:{re.escape(character.key)}|you)"
+    prefix = re.match(rf"\s*\**{names}\**\s*:\s*", text or "", re.I)
     return text[prefix.end() :] if prefix and text[prefix.end() :].strip() else text
 
 
