@@ -242,6 +242,21 @@ class TestExtractionGrounding(FaithfulnessTestCase):
             answers[1], "Not journaled: the conversation never mentions oakvale, tobin."
         )
 
+    def test_the_assistants_own_replies_and_markup_ground_nothing(self):
+        """Only what players said grounds a note: a small model's reply may invent (it gave
+        an uncle a made-up name), and a tool call it wrote as a tag is no fact."""
+        invented = "Char's uncle is called Jasper."
+        self.script.append_message({"role": "assistant", "content": f"I see! {invented}"})
+        tag = '<add_journal_entry content="Thank you for telling me, Char2."/>'
+        calls = [("add_journal_entry", {"content": c}) for c in (invented, tag, self.TOLD)]
+        with ScriptedLLM(calls, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        self.assertEqual([e["content"] for e in journal_entries(self.assistant)], [self.TOLD])
+        answers = [m["content"] for m in llm.calls[1] if m["role"] == "tool"]
+        self.assertEqual(answers[0], "Not journaled: the conversation never mentions jasper.")
+        self.assertRegex(answers[1], r"^Not journaled: it is markup or code")
+
     def test_narration_and_facts_never_said_in_a_prose_answer_are_not_journaled(self):
         prose = f"I have noted the toll.\nSaved the fact that the ferry is late.\n{self.STRANGE}\n"
         with ScriptedLLM(prose + self.TOLD) as llm:

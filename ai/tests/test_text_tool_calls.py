@@ -254,6 +254,23 @@ def test_unreadable_tool_call_tag_is_malformed_and_removed():
     assert result.text == "Be right back."
 
 
+def test_tags_named_after_a_tool_with_attributes_or_a_body():
+    text = '<add_journal_entry content="Ada said the toll is 3 copper." importance="7"/>\n<noop/>'
+    result = _extract(text)
+    assert _calls(result) == [
+        ("add_journal_entry", {"content": "Ada said the toll is 3 copper.", "importance": 7}),
+        ("noop", {}),
+    ]
+    assert result.text == ""
+    assert _calls(_extract("Sure. <say>hi</say>")) == [SAY_HI]
+    assert _extract("Sure. <say>hi</say>").text == "Sure."
+
+
+@pytest.mark.parametrize("text", ["I like <b>bold</b> text", "the <say> tag is old", "3<4 a<b"])
+def test_tags_of_no_tool_or_without_arguments_are_prose(text):
+    assert _extract(text) == TextToolCalls(text=text)
+
+
 # --- 4. function-call syntax
 
 
@@ -560,6 +577,8 @@ def test_values_that_do_not_fit_are_left_for_later_validation():
         "noop()",
         'say("Hello")',
         "{'name': 'say'}",
+        '<add_journal_entry content="Thank you."/>',
+        "<noop/>",
     ],
 )
 def test_markup_is_recognised(text):

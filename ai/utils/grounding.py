@@ -9,6 +9,7 @@ A leaf module: it imports only ``ai.utils``.
 import re
 
 from .facts import plain_words, telling_words, without_attribution
+from .text_tool_calls import looks_like_markup
 
 # Of a fact's telling words other than names and numbers, the share a summary must keep.
 KEPT_WORD_SHARE = 0.5
@@ -57,12 +58,13 @@ def is_narration(text):
 
 
 def transcript_words(messages):
-    """Return the words of ``messages``: their text and their tool calls' arguments."""
+    """Return the words that can ground a fact in ``messages``: what players said, tool
+    results and the contrib's own messages, never the assistant's replies or calls (a small
+    model's replies invent: "<name>'s uncle is called <made-up name>")."""
     words = set()
     for message in messages:
-        words.update(plain_words(message.get("content")))
-        for call in message.get("tool_calls") or ():
-            words.update(plain_words(call["function"].get("arguments")))
+        if message.get("role") != "assistant":
+            words.update(plain_words(message.get("content")))
     return words
 
 
@@ -70,6 +72,8 @@ def unfounded(fact, source_words):
     """Return why ``fact`` may not be journaled from a transcript of ``source_words``, or
     None when it may: it must be no placeholder, no narration, and be told by the transcript.
     """
+    if looks_like_markup(fact or ""):
+        return "it is markup or code, not a sentence; write the fact itself in plain words"
     if PLACEHOLDER.search(fact or ""):
         return "it copies a placeholder of the instructions (<...>), not the conversation"
     if is_narration(fact):

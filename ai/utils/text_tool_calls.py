@@ -394,6 +394,45 @@ def _find_named_tags(text, catalog):
     return hits
 
 
+# ``<add_journal_entry content="..."/>``: a tag named after a tool, its arguments as
+# attributes (Qwen2.5-Coder-1.5B wrote extraction's calls so; read as prose, the whole tag
+# was journaled as a fact).
+_TOOL_TAG = re.compile(
+    r"<([A-Za-z_][\w.-]*)((?:\s+[A-Za-z_][\w-]*\s*=\s*(?:\"[^\"]*\"|'[^']*'))*)\s*(/?)>"
+)
+_TAG_ATTRIBUTE = re.compile(r"([A-Za-z_][\w-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+
+
+def _find_tool_tags(text, catalog):
+    """Tags named after an offered tool, arguments as attributes, with an optional body
+    that is one more argument's value when the tool takes one other (``<say>hi</say>``)."""
+    hits = []
+    for opening in _TOOL_TAG.finditer(text):
+        found = catalog.lookup(opening.group(1))
+        if found is None:
+            continue
+        name, params = found
+        arguments = {
+            match.group(1): match.group(2) if match.group(2) is not None else match.group(3)
+            for match in _TAG_ATTRIBUTE.finditer(opening.group(2))
+        }
+        end = opening.end()
+        closing = (
+            None if opening.group(3) else re.compile(rf"</\s*{re.escape(opening.group(1))}\s*>")
+        )
+        closed = closing.search(text, end) if closing else None
+        if closed:
+            missing = [key for key in params.get("required", ()) if key not in arguments]
+            body = text[end : closed.start()].strip()
+            if body and len(missing) == 1:
+                arguments[missing[0]] = body
+            end = closed.end()
+        elif not arguments and not opening.group(3):
+            continue  # ``<say>`` alone, in prose: not a call
+        hits.append((opening.start(), end, [_build_call(catalog, name, arguments)]))
+    return hits
+
+
 def _tag_call(name, body, catalog):
     body = body.strip()
     if not body:
@@ -557,6 +596,7 @@ def _alone_on_line(text, start, end):
 _INNER_FINDERS = (
     _find_wrapper_tags,
     _find_named_tags,
+    _find_tool_tags,
     _find_call_lists,
     _find_json,
     _find_python_calls,
@@ -614,6 +654,8 @@ _MARKUP = re.compile(
     r"|<\|[\w/]+\|>|\[TOOL_CALLS\]"
     r"|</?(?:tool_calls?|function_calls?|tools|toolcall|tool|function|invoke|parameter)\b"
     r"|</[A-Za-z_][\w-]*\s*>"
+    r"|<[A-Za-z_][\w.-]*(?:\s+[A-Za-z_][\w-]*\s*=\s*[\"'][^>]*)?\s*/>"
+    r"|<[A-Za-z_][\w.-]*\s+[A-Za-z_][\w-]*\s*=\s*[\"']"
     r"|[\"'](?:name|arguments|parameters|function|tool|tool_calls)[\"']\s*:"
     r"|\{\s*\"[^\"\n]{1,60}\"\s*:"
     r"|\b[A-Za-z_][\w.]*\(\s*[A-Za-z_]\w*\s*=(?!=)"
