@@ -23,7 +23,7 @@ COMMON_STARTS = set(
     soon still such summary than thanks that the their them then there these they this those
     though through thus to today together tomorrow too under until up upon us we what whatever
     when where whether which while who whom whose why will with within without yes yesterday
-    yet you your you're you've conversation context assistant asked told said says mentioned
+    yet you your you're you've thank thanks sure okay conversation context assistant asked told said says mentioned
     promised reminder remember request requests open pending done tasks task private public
     whispered greeting greetings small talk unknown""".split()
 )
@@ -113,9 +113,12 @@ def invented(texts, conversation):
     for text in texts:
         for match in CAPITALIZED.finditer(text):
             word = match.group().lower()
-            if word in said or word in ALWAYS_ALLOWED:
+            stem = word.split("'")[0]  # "Ada's" is Ada
+            if stem in said or word in said or word in ALWAYS_ALLOWED:
                 continue
-            if word in COMMON_STARTS and _starts_sentence(text, match.start()):
+            # "Let's", "Thank": a contraction or a verb at a sentence start is no name.
+            common = word in COMMON_STARTS or stem in COMMON_STARTS
+            if common and _starts_sentence(text, match.start()):
                 continue
             found.append(Finding(match.group(), text))
         for number in NUMBER.findall(STAMP.sub(" ", text)):

@@ -318,15 +318,20 @@ PLACES = ("live", "summary", "journal", "memory")
 def without_frame(text):
     """Return ``text`` without the lines the contrib writes around what a model wrote.
 
-    A summary opens with the contrib's marker and preamble, a restored part with its header:
-    those are the contrib's words, not the model's, so they cannot invent anything.
+    A summary opens with the contrib's marker and preamble, a restored part with its header,
+    and a whole line stands for messages archived unsummarized: those are the contrib's
+    words, not the model's, so they cannot invent anything.
     """
     from ai.utils import markers
 
+    text = "\n".join(
+        line for line in text.splitlines() if not line.startswith(markers.ARCHIVE_MARKER)
+    )
     frame = (
         markers.SUMMARY_MARKER,
         markers.SUMMARY_PREAMBLE,
         markers.RESTORED_HEADER,
+        markers.EARLIER_HEADER,
         markers.NOTES_HEADER,
         markers.SYNTHESIS_MARKER,
         markers.PINNED_FACT_MARKER,

@@ -158,6 +158,19 @@ class DetectorTest(TestCase):
         ]
         self.assertEqual(detectors.invented(texts, self.conversation), [])
 
+    def test_contractions_and_thanks_opening_a_sentence_are_no_names(self):
+        texts = ["Let's go back to the vault. Thank you, Ada. Ada's gate is open."]
+        self.assertEqual(detectors.invented(texts, self.conversation), [])
+
+    def test_the_archive_marker_is_the_contribs_words(self):
+        import real_model
+
+        from ai.utils.markers import ARCHIVE_MARKER
+
+        marker = f"{ARCHIVE_MARKER} 22 earlier messages were archived; Zed finds them."
+        text = real_model.without_frame(f"{marker}\nAda said the vault password is thistle.")
+        self.assertEqual(detectors.invented([text], self.conversation), [])
+
     def test_a_fact_credited_to_the_wrong_player_is_a_swap(self):
         found = detectors.swapped(["Bram said the vault password is thistle."], self.conversation)
         self.assertEqual([f.what for f in found], ["thistle credited to Bram"])
