@@ -12,6 +12,11 @@ In order, for each audience's summary (``gate_summary``):
    among them), each checked against the summary of its own audience (a summary is only
    checked against, and only receives, what its readers may hear), are appended when it
    dropped them, naming the entry they came from.
+4. A player's statement among the messages that names someone or something or holds a
+   number, and that neither the summary nor the journal kept, is appended in the player's
+   own words, credited to them, oldest first, while the summary stays within
+   ``STATEMENTS_SHARE`` of the messages' words: what a small model left out of both is kept
+   as far as the compaction still makes room.
 
 A line or fact survives when its exact names and numbers are all in the summary, with at
 least half of its other telling words (``ai.utils.grounding.survives``). The gate reads words
@@ -20,13 +25,17 @@ only, so it is deterministic.
 
 from ..helpers.journal import entries_citing
 from ..utils.facts import plain_words
-from ..utils.grounding import survives
-from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER
-from ..utils.message_format import is_summary, one_line, summary_text
+from ..utils.grounding import key_terms, survives
+from ..utils.intentions import sentences
+from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER, SAID_HEADER
+from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
 from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
+# Statements are restored while the summary holds at most this share of the words of the
+# messages it replaces: beyond it, the compaction would no longer make room.
+STATEMENTS_SHARE = 0.7
 
 
 def empty_report():
@@ -36,6 +45,7 @@ def empty_report():
         "facts_appended": 0,
         "appended_entries": [],
         "summary_lines_restored": 0,
+        "statements_restored": 0,
         **Repairs().as_result(),
     }
 
@@ -45,6 +55,7 @@ def describe_report(written, report):
     counts = [
         (report.get("facts_appended", 0), "facts restored from the journal"),
         (report.get("summary_lines_restored", 0), "lines restored from the earlier summary"),
+        (report.get("statements_restored", 0), "statements kept in the players' words"),
         (report["speakers_corrected"], "speakers corrected"),
         (
             sum(report[key] for key in Repairs().as_result() if key != "speakers_corrected"),
@@ -79,7 +90,51 @@ def gate_summary(character, audience, members, summary, instructions, report):
     report["facts_checked"] += facts
     report["facts_appended"] += len(restored)
     report["appended_entries"] += restored
+    summary, said = restore_statements(character, audience, members, summary)
+    report["statements_restored"] += said
     return summary
+
+
+def statements(members, assistant):
+    """Return ``(speaker, sentence)`` for each sentence a player stated among ``members``
+    that names someone or something or holds a number (not counting the speaker and the
+    assistant): questions, greetings and small talk tell no fact to keep."""
+    found = []
+    for message in members:
+        if message["role"] != "user":
+            continue
+        speaker, verb, words = read_event(message.get("content"))
+        if speaker is None or verb == "emotes":
+            continue
+        ignored = {word.lower() for word in (speaker, assistant)}
+        for sentence in sentences(words):
+            # Its first word is capitalized as any sentence's is ("Hello", "Remember").
+            exact, _ = key_terms(sentence.split(None, 1)[-1])
+            if not sentence.endswith("?") and exact - ignored:
+                found.append((speaker, sentence))
+    return found
+
+
+def restore_statements(character, audience, members, summary):
+    """Return ``(summary, count)``: ``summary`` with the statements of ``members`` that
+    neither it (with what the gate appended) nor a journal entry of ``audience`` citing them
+    kept, appended in the speaker's words, quoted as every player's words are."""
+    kept = set(plain_words(summary))
+    for entry in entries_citing(character, [m["id"] for m in members], audience):
+        kept.update(plain_words(entry["content"]))
+    budget = STATEMENTS_SHARE * sum(len(plain_words(m.get("content"))) for m in members)
+    used, lost = len(plain_words(summary)), []
+    for speaker, sentence in statements(members, character.key):
+        if survives(sentence, kept):
+            continue
+        line = f"- {speaker}: {quoted(sentence)}"
+        used += len(plain_words(line))
+        if used > budget:
+            break
+        lost.append(line)
+    if not lost:
+        return summary, 0
+    return "\n".join([summary, SAID_HEADER, *lost]), len(lost)
 
 
 def earlier_lines(members):

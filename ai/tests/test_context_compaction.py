@@ -20,6 +20,7 @@ from ai.sleep.compaction import (
     compact_conversation_history,
 )
 from ai.utils.markers import SUMMARY_PREAMBLE
+from ai.utils.message_format import is_summary, summary_text
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
 from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
@@ -393,7 +394,8 @@ class TestBeyondTheSeeds(CompactionTestCase):
 
     def test_a_model_change_during_the_summary_call_leaves_the_counter_right(self):
         store_window(self.script, 4000)  # the summary call fits, counted three times over
-        fill(self.script)
+        # Small talk: no statement the quality gate would keep, counted three times over.
+        fill(self.script, ['Char says, "what a fine and quiet evening it is, friend."'] * 8)
         with ScriptedLLM(0.3) as llm:
             # The new model counts three times what the old one did.
             set_calibration(llm.model, 3.0)
@@ -576,7 +578,12 @@ class TestBeyondTheSeeds(CompactionTestCase):
         self.assertTrue(result["success"], result)
         self.assertEqual(len(llm.calls), 1)
         synthesis = journal_entries(self.assistant)[-1]
-        self.assertEqual(synthesis["content"], f"[CONTEXT SYNTHESIS]\n{summary}")
+        # Whole: the model's summary, and after it the statements the gate kept.
+        self.assertTrue(synthesis["content"].startswith(f"[CONTEXT SYNTHESIS]\n{summary}\n"))
+        (stored,) = [m for m in self.script.conversation_history if is_summary(m)]
+        self.assertEqual(
+            synthesis["content"], f"[CONTEXT SYNTHESIS]\n{summary_text(stored['content'])}"
+        )
         self.assertIsNotNone(self.script.db.last_compaction)
 
     def test_history_that_changed_under_the_summary_call_is_left_as_it_now_is(self):

@@ -23,7 +23,7 @@ from ai.sleep.extraction import (
 )
 from ai.sleep.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
-from ai.utils.markers import EARLIER_HEADER
+from ai.utils.markers import EARLIER_HEADER, SAID_HEADER
 from ai.utils.message_format import is_summary, summary_text
 
 from .support import ScriptedLLM, wait_for
@@ -129,14 +129,31 @@ class FaithfulnessTestCase(CompactionGateTestCase):
         return summary_text(summary["content"])
 
     def assert_stored(self, *lines, **counts):
+        """Check the stored summary's lines before the players' statements it keeps
+        (``TestStatementsKept``)."""
         self.assertTrue(self.result["success"], self.result)
-        self.assertEqual(self.stored_summary().splitlines(), list(lines))
+        stored = self.stored_summary().split(f"\n{SAID_HEADER}\n")[0]
+        self.assertEqual(stored.splitlines(), list(lines))
         for key, count in counts.items():
             self.assertEqual(self.result[key], count, key)
 
     def compact(self, *steps, kind="manual"):
         self.result = super().compact(*steps, kind=kind)
         return self.result
+
+
+class TestStatementsKept(FaithfulnessTestCase):
+    def test_a_players_statement_neither_the_summary_nor_the_journal_kept_is_kept(self):
+        """The model kept one fact and journaled none: the statements that name someone or
+        hold a number come back in the players' words, credited to them, oldest first, until
+        the summary would hold 70% of the words it replaces (here after the first); the
+        greeting and what the summary kept do not."""
+        self.compact(TOLL)
+        self.assertEqual(
+            self.stored_summary().splitlines(),
+            [TOLL, SAID_HEADER, '- Char2: "The ferry to Saltmarsh leaves at nine."'],
+        )
+        self.assertEqual(self.result["statements_restored"], 1)
 
 
 class TestExamplesOfThePrompt(FaithfulnessTestCase):

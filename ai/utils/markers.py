@@ -12,6 +12,8 @@ RESTORED_HEADER = "Kept from the journal:"
 NOTES_HEADER = "Notes:"
 # The line after a summary's text that opens what an earlier summary told and it lost.
 EARLIER_HEADER = "Kept from the earlier summary:"
+# The line that opens players' statements that neither the summary nor the journal kept.
+SAID_HEADER = "Kept from what was said:"
 # The first line of the journal entry that archives a compaction's summary.
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 # How a fact pinned into the history opens (see ``ai.helpers.pins``).
