@@ -24,7 +24,7 @@ only, so it is deterministic.
 """
 
 from ..helpers.journal import entries_citing
-from ..utils.facts import plain_words
+from ..utils.facts import plain_words, replaces
 from ..utils.grounding import key_terms, survives
 from ..utils.intentions import sentences
 from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER, SAID_HEADER
@@ -98,7 +98,8 @@ def gate_summary(character, audience, members, summary, instructions, report):
 def statements(members, assistant):
     """Return ``(speaker, sentence)`` for each sentence a player stated among ``members``
     that names someone or something or holds a number (not counting the speaker and the
-    assistant): questions, greetings and small talk tell no fact to keep."""
+    assistant): questions, greetings and small talk tell no fact to keep; nor does one that
+    a later statement among them replaces ("... is now ...")."""
     found = []
     for message in members:
         if message["role"] != "user":
@@ -112,7 +113,11 @@ def statements(members, assistant):
             exact, _ = key_terms(sentence.split(None, 1)[-1])
             if not sentence.endswith("?") and exact - ignored:
                 found.append((speaker, sentence))
-    return found
+    return [
+        (speaker, sentence)
+        for at, (speaker, sentence) in enumerate(found)
+        if not any(replaces(later, sentence) for _, later in found[at + 1 :])
+    ]
 
 
 def restore_statements(character, audience, members, summary):

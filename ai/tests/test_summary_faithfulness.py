@@ -156,6 +156,22 @@ class TestStatementsKept(FaithfulnessTestCase):
         self.assertEqual(self.result["statements_restored"], 1)
 
 
+class TestStatementsChanged(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char2 says, "The gate code is 4417."'},
+        {"role": "user", "content": 'Char2 says, "The gate code is now 5120."'},
+    ]
+
+    def test_a_statement_a_later_one_replaces_is_not_kept(self):
+        self.compact(
+            f"{TOLL}\n- Char2 said the ferry to Saltmarsh leaves at nine.\n"
+            "- Char said his sister Maren keeps 14 goats."
+        )
+        kept = self.stored_summary()
+        self.assertIn('- Char2: "The gate code is now 5120."', kept)
+        self.assertNotIn("4417", kept)
+
+
 class TestExamplesOfThePrompt(FaithfulnessTestCase):
     def test_a_line_copying_the_prompts_placeholders_is_dropped(self):
         self.compact(f"- <name> asked you to <task>; not done yet.\n{TOLL}")
