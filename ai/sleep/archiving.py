@@ -2,9 +2,11 @@
 room otherwise (see ``ai.sleep.escalation``).
 
 The messages older than the preserve window are archived, linked to one short marker per
-audience that says how many were archived and that ``search_history`` finds them. Nothing is
-summarized: the escalation runs the pre-compaction extraction first, so that their facts
-are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
+audience that says how many were archived and that ``search_history`` finds them, followed
+by the players' statements among them that the journal does not hold, in their own words
+(``ai.sleep.quality_gate.restore_statements``, within its share of the words replaced).
+No model is asked to summarize: the escalation runs the pre-compaction extraction first,
+so that their facts are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
 """
 
 from django.utils import timezone
@@ -12,13 +14,18 @@ from django.utils import timezone
 from ..audience import audience_groups
 from ..utils.markers import ARCHIVE_MARKER
 from .common import CompactionRefused, compaction_message, finish, replace_recorded
+from .quality_gate import restore_statements
 
 
-def archive_marker(kind, audience, members, model, now):
-    """Return the system message standing for ``members``, archived whole."""
-    text = (
+def archive_marker(character, kind, audience, members, model, now):
+    """Return the system message standing for ``members``, archived whole: the marker, and
+    the statements of theirs that nothing else keeps."""
+    text, _ = restore_statements(
+        character,
+        audience,
+        members,
         f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
-        "to make room; search_history finds them by their words."
+        "to make room; search_history finds them by their words.",
     )
     return compaction_message(
         "system", text, kind, audience, members, model, now, archived_whole=True
@@ -42,7 +49,7 @@ def archive_oldest(script, character, plan, before, config, extract=None):
     store = script.history
     now = timezone.now()
     markers = [
-        (archive_marker(plan.kind, audience, members, store.model, now), members)
+        (archive_marker(character, plan.kind, audience, members, store.model, now), members)
         for audience, members in audience_groups(plan.messages)
     ]
     marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)

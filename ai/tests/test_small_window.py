@@ -8,7 +8,7 @@ from ai.prompt_contexts import CONTEXT_TICK_EVENT
 from ai.sleep.common import preserve_tokens
 from ai.sleep.undo import undo_last_compaction
 from ai.tools import ToolContext, execute_tool
-from ai.utils.markers import ARCHIVE_MARKER
+from ai.utils.markers import ARCHIVE_MARKER, SAID_HEADER
 
 from .support import AssistantTestCase, ScriptedLLM, store_window
 
@@ -130,6 +130,32 @@ class TestNoCallWasted(SmallWindowCase):
         self.assertEqual(undone["restored"], 4)
         live = [m["id"] for m in self.script.conversation_history]
         self.assertEqual(live[:4], [m["id"] for m in self.old])
+
+
+class TestArchiveKeepsStatements(SmallWindowCase):
+    def test_an_archive_keeps_the_statements_the_journal_does_not_hold(self):
+        """Archived unsummarized after an extraction that journaled nothing: the players'
+        statements that name someone or hold a number stay live, in their own words."""
+        lines = ["Nice evening, friend.", "The ferry to Saltmarsh leaves at 9 bells."]
+        for line in lines + ["What a fine and quiet evening it is by the fire, my friend."] * 4:
+            self.script.append_message({"role": "user", "content": f'Char2 says, "{line}"'})
+        old = sum(message["token_count"] for message in self.script.conversation_history)
+        self.say_long(int(0.8 * WINDOW - self.frame - old))
+        with (
+            ScriptedLLM([("noop", {})]) as model,
+            ScriptedLLM(AssertionError("summarized"), provider="summarizer") as summarizer,
+        ):
+            self.script.set_config("llm_model", model.model)
+            self.script.set_config("compact_model", summarizer.model)
+            result = self.tick()
+        compaction = result["emergency"]["context_compaction"]
+        self.assertEqual(compaction.get("strategy"), "archive", result["emergency"])
+        marker = self.script.conversation_history[0]["content"]
+        self.assertTrue(marker.startswith(f"{ARCHIVE_MARKER} 6 earlier messages"))
+        self.assertIn(
+            f'{SAID_HEADER}\n- Char2: "The ferry to Saltmarsh leaves at 9 bells."', marker
+        )
+        self.assertNotIn("Nice evening", marker)
 
 
 class TestNothingOverTheWindow(SmallWindowCase):
