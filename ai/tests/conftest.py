@@ -32,6 +32,6 @@ def _tool_offerings_forgotten():
     """Forget, after each test, which models were switched to tools listed as text: the
     switch is kept in memory as well as in the test's (rolled back) database."""
     yield
-    from ai.tool_offering import _as_text
+    from .support import forget_tool_offerings
 
-    _as_text.clear()
+    forget_tool_offerings()

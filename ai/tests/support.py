@@ -80,6 +80,18 @@ class WithAssistant:
         super().setUp()
         self.assistant = make_assistant("Helper", self.room1)
         self.script = self.assistant.assistant_script
+        # The switch to tools listed as text is kept in memory as well as in the test's
+        # (rolled back) database: each test starts and ends without one, under pytest and
+        # `evennia test` alike (whose runner knows no pytest fixture).
+        forget_tool_offerings()
+        self.addCleanup(forget_tool_offerings)
+
+
+def forget_tool_offerings():
+    """Forget which models were switched to tools listed as text (``ai.tool_offering``)."""
+    from ai.tool_offering import _as_text
+
+    _as_text.clear()
 
 
 # Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours
