@@ -332,6 +332,7 @@ def without_frame(text):
         markers.SUMMARY_PREAMBLE,
         markers.RESTORED_HEADER,
         markers.EARLIER_HEADER,
+        markers.SAID_HEADER,
         markers.NOTES_HEADER,
         markers.SYNTHESIS_MARKER,
         markers.PINNED_FACT_MARKER,

@@ -165,10 +165,11 @@ class DetectorTest(TestCase):
     def test_the_archive_marker_is_the_contribs_words(self):
         import real_model
 
-        from ai.utils.markers import ARCHIVE_MARKER
+        from ai.utils.markers import ARCHIVE_MARKER, SAID_HEADER
 
         marker = f"{ARCHIVE_MARKER} 22 earlier messages were archived; Zed finds them."
-        text = real_model.without_frame(f"{marker}\nAda said the vault password is thistle.")
+        kept = f'{SAID_HEADER}\n- Ada: "the vault password is thistle."'
+        text = real_model.without_frame(f"{marker}\n{kept}")
         self.assertEqual(detectors.invented([text], self.conversation), [])
 
     def test_a_fact_credited_to_the_wrong_player_is_a_swap(self):
