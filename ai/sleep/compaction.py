@@ -293,8 +293,9 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
         result = skipped(f"vetoed: {'; '.join(vetoes)}", kind=kind, vetoed=True)
     else:
         result = yield RUNNERS[strategy](script, character, plan, before, config, extract)
-        if kind != "manual" and needs_room(script, character, kind, config, result):
-            result = yield make_room(script, character, kind, config, result, extract)
+        usage = kind != "manual" and needs_room(script, character, kind, config, result)
+        if usage:
+            result = yield make_room(script, character, kind, config, result, extract, usage)
     send_logged(post_compaction, script, character=character, result=result)
     return result
 

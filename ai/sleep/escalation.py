@@ -87,13 +87,14 @@ def summary_split(script, kind, before, config):
 
 
 def needs_room(script, character, kind, config, result):
-    """Return whether ``result`` left usage over the ``kind`` threshold for want of room
-    (not for a model that failed, nor a veto)."""
+    """Return the context's usage when ``result`` left it over the ``kind`` threshold for
+    want of room (not for a model that failed, nor a veto), else None."""
     if result.get("vetoed") or result.get("model_failed"):
-        return False
+        return None
     if (result.get("summary") or {}).get("model_failed"):  # hybrid's summary step
-        return False
-    return measure_context(script, character).usage >= kind_threshold(config, kind)
+        return None
+    usage = measure_context(script, character)
+    return usage if usage.usage >= kind_threshold(config, kind) else None
 
 
 def frame_leaves_no_room(usage, threshold):
@@ -103,14 +104,15 @@ def frame_leaves_no_room(usage, threshold):
 
 
 @defer.inlineCallbacks
-def make_room(script, character, kind, config, result, extract=None):
+def make_room(script, character, kind, config, result, extract=None, usage=None):
     """Mask, then archive the oldest messages whole, until usage is under the threshold.
 
     The archive first leaves live the summaries that open the history (the one just written
     above all), and takes them too only when that was not enough: a summary that has grown
     past the room history has is archived like the rest (still searchable, and journaled).
     ``extract`` (see ``compact_conversation_history``) runs before the first archive, unless
-    it ran already in this compaction.
+    it ran already in this compaction. ``usage`` is the context as last measured, when the
+    history has not changed since.
 
     Returns:
         Deferred: Fires with the result of the last step that changed the history (else
@@ -123,8 +125,9 @@ def make_room(script, character, kind, config, result, extract=None):
         ("archive", archive_oldest, True),
         ("archive with summaries", archive_oldest, False),
     )
+    now = usage
     for name, runner, keep_summaries in steps_to_try:
-        now = measure_context(script, character)
+        now = now or measure_context(script, character)
         if now.usage < threshold or frame_leaves_no_room(now, threshold):
             break
         messages, read_at = _older(script, kind, now, config, keep_summaries)
@@ -140,6 +143,7 @@ def make_room(script, character, kind, config, result, extract=None):
             kind, name, messages, len(messages), tokens, now.history_tokens, read_at
         )
         step = yield defer.maybeDeferred(runner, script, character, plan, now, config)
+        now = None
         steps[name] = step.get("error") or step.get("reason") or "done"
         if step.get("success"):
             final = step

@@ -26,9 +26,9 @@ only, so it is deterministic.
 from ..helpers.journal import entries_citing
 from ..utils.facts import plain_words, replaces
 from ..utils.grounding import key_terms, survives
-from ..utils.intentions import sentences
 from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER, SAID_HEADER
 from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
+from ..utils.sentences import sentences
 from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
 
 # An earlier summary's line shorter than this tells no fact worth restoring.

@@ -41,6 +41,7 @@ from ai.prompt_contexts import (
     select_execution_pattern,
     token_pressure_level,
 )
+from ai.tools.registry import tools_for
 
 from .support import AssistantTestCase
 
@@ -200,38 +201,18 @@ class TestDefaults(TestCase):
                 self.assertIs(config.terminal_ends_loop, True)
                 self.assertIsNone(config.token_budget)
 
-    def test_tool_filter_lists(self):
-        self.assertEqual(
-            CONVERSATION_TOOLS,
-            [
-                "say",
-                "noop",
-                "look",
-                "give",
-                "add_journal_entry",
-                "review_journal",
-                "recall_memories",
-                "search_history",
-                "pin_fact",
-            ],
-        )
-        self.assertEqual(
-            REFLECTION_TOOLS, ["noop", "add_journal_entry", "review_journal", "search_history"]
-        )
-        self.assertEqual(
-            SLEEP_TOOLS,
-            [
-                "noop",
-                "add_journal_entry",
-                "review_journal",
-                "search_history",
-                "recall_memories",
-                "store_memory",
-            ],
-        )
-        self.assertEqual(
-            PRE_COMPACTION_TOOLS, ["noop", "add_journal_entry", "update_entity_observation"]
-        )
+    def test_each_context_offers_existing_tools_fit_for_its_work(self):
+        registered = {tool.name for tool in tools_for()}
+        for context_type in EXPECTED:
+            with self.subTest(context_type=context_type):
+                offered = get_context_config(context_type).tool_filter or []
+                # A misspelt name would silently offer one tool fewer.
+                self.assertLessEqual(set(offered), registered)
+                speaks = get_context_config(context_type).speaks
+                # Only a context whose words reach the room may offer speech.
+                self.assertEqual("say" in offered, speaks)
+        for tools in (CONVERSATION_TOOLS, REFLECTION_TOOLS, SLEEP_TOOLS, PRE_COMPACTION_TOOLS):
+            self.assertIn("add_journal_entry", tools)
         self.assertEqual(EXECUTION_MODES, ("single_action", "react_loop", "plan_execute"))
 
     def test_focused_contexts_replace_the_system_prompt(self):

@@ -8,14 +8,13 @@ record, remember, journal, look, check, search, or add, write, save something to
 notes or memory. A reply that also says something else (an answer, a fact, a number) is an
 answer: only replies whose sentences are announcements and acknowledgements count.
 
-A leaf module: standard library only, nothing from the ``ai`` package.
+A leaf module: the standard library and the sentence splitter only.
 """
 
 import re
 
-# A quote may hold the whole value of a fact, full stops included: kept out of the split.
-_QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|«[^»\n]*»")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+|;\s*")
+from .sentences import QUOTED, sentences
+
 _WORD = re.compile(r"[\w']+")
 
 _INTENT = (
@@ -61,36 +60,19 @@ _ACKNOWLEDGING = frozenset(
 _LEAD_OUT = re.compile(r"(?:[\s,;:!.-]|\b(?:and|so|but|then)\b)*$", re.I)
 
 
-def sentences(text):
-    """Return the sentences of ``text``, quoted passages kept whole."""
-    quotes = []
-
-    def hide(match):
-        quotes.append(match.group(0))
-        return f"\x00{len(quotes) - 1}\x00"
-
-    hidden = _QUOTED.sub(hide, text or "")
-    found = []
-    for piece in _SENTENCE_END.split(hidden):
-        piece = re.sub(r"\x00(\d+)\x00", lambda m: quotes[int(m.group(1))], piece).strip()
-        if piece:
-            found.append(piece)
-    return found
-
-
 def announcement(sentence):
     """Return where ``sentence`` starts to announce a tool use in the first person, or None.
 
     Quoted text is never read as the announcement (it may quote anyone).
     """
-    blanked = _QUOTED.sub(lambda match: '"' + "_" * (len(match.group(0)) - 2) + '"', sentence)
+    blanked = QUOTED.sub(lambda match: '"' + "_" * (len(match.group(0)) - 2) + '"', sentence)
     found = _ANNOUNCES.search(blanked)
     return found.start() if found else None
 
 
 def acknowledges(sentence):
     """Tell whether ``sentence`` only acknowledges: stock words and at most one name."""
-    if _QUOTED.search(sentence) or re.search(r"\d", sentence) or sentence.endswith("?"):
+    if QUOTED.search(sentence) or re.search(r"\d", sentence) or sentence.endswith("?"):
         return False
     words = _WORD.findall(sentence)
     others = [word for word in words if word.lower() not in _ACKNOWLEDGING]
