@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .audience import event_audience, with_audience
+from .audience import event_audience, message_audience, with_audience
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
@@ -125,12 +125,14 @@ class _Turn:
 
     A context that reads history but does not record into it (extraction) sees the live
     history followed by its own messages. The loop sees only the messages its audience
-    may hear, and what it records is kept for that audience.
+    may hear (with ``audience_only``, only those kept for exactly that audience), and what
+    it records is kept for that audience.
     """
 
-    def __init__(self, script, config, audience, budget):
+    def __init__(self, script, config, audience, budget, audience_only=False):
         self.script = script
         self.audience = audience
+        self.audience_only = audience_only
         self.budget = budget
         self.records_history = config.records_history
         self.reads_history = COMPONENT_CONVERSATION_HISTORY in config.enabled_components
@@ -142,6 +144,13 @@ class _Turn:
         if not (self.records_history or self.reads_history):
             return RecentHistory(self.local)
         recent = self.script.history.recent(self.budget, self.audience)
+        if self.audience_only:
+            own = sorted(self.audience or ())
+            recent = RecentHistory(
+                [m for m in recent if sorted(message_audience(m) or ()) == own],
+                recent.older_count,
+                recent.older_tokens,
+            )
         if self.local:
             recent = RecentHistory(recent + self.local, recent.older_count, recent.older_tokens)
         return recent
@@ -169,6 +178,7 @@ def run_react_loop(
     source_messages=(),
     context_config=None,
     audience=None,
+    audience_only=False,
     memories=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
@@ -188,6 +198,8 @@ def run_react_loop(
             caller changed the one ``get_context_config`` gives for ``context_type``.
         audience (list, optional): Who hears the turn (``ai.audience``); the event's
             audience by default (a whisperer, or the room).
+        audience_only (bool): Show only the history kept for exactly ``audience``, not
+            the room's messages a whisperer may also hear.
         memories (list, optional): Lines for the semantic memories component; by default
             what long-term memory recalls for the event (see ``recall_for``).
 
@@ -214,7 +226,7 @@ def run_react_loop(
         list(source_messages),
         audience,
     )
-    turn = _Turn(script, config, audience, budget)
+    turn = _Turn(script, config, audience, budget, audience_only)
     if memories is None:
         shown = [message["id"] for message in turn.history() if "id" in message]
         memories = yield recall_for(script, character, config, event, audience, shown)

@@ -4,7 +4,8 @@ room otherwise (see ``ai.sleep.escalation``).
 The messages older than the preserve window are archived, linked to one short marker per
 audience that says how many were archived and that ``search_history`` finds them, followed
 by the players' statements among them that the journal does not hold, in their own words
-(``ai.sleep.quality_gate.restore_statements``, within its share of the words replaced).
+(``ai.sleep.quality_gate.restore_statements``, within a share of the words replaced that
+shrinks when the archive would otherwise free too little).
 No model is asked to summarize: the escalation runs the pre-compaction extraction first,
 so that their facts are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
 """
@@ -13,19 +14,30 @@ from django.utils import timezone
 
 from ..audience import audience_groups
 from ..utils.markers import ARCHIVE_MARKER
-from .common import CompactionRefused, compaction_message, finish, replace_recorded
-from .quality_gate import restore_statements
+from .common import (
+    STALL_SHARE,
+    CompactionRefused,
+    compaction_message,
+    finish,
+    replace_recorded,
+)
+from .quality_gate import STATEMENTS_SHARE, restore_statements
+
+# The share of the archived words that the players' statements may fill, tried in turn: an
+# archive that would free too little (a stall) keeps fewer of them, then only its marker.
+STATEMENT_SHARES = (STATEMENTS_SHARE, STATEMENTS_SHARE / 2, 0)
 
 
-def archive_marker(character, kind, audience, members, model, now):
+def archive_marker(character, kind, audience, members, model, now, share):
     """Return the system message standing for ``members``, archived whole: the marker, and
-    the statements of theirs that nothing else keeps."""
+    the statements of theirs that nothing else keeps, within ``share`` of their words."""
     text, _ = restore_statements(
         character,
         audience,
         members,
         f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
         "to make room; search_history finds them by their words.",
+        share,
     )
     return compaction_message(
         "system", text, kind, audience, members, model, now, archived_whole=True
@@ -48,11 +60,17 @@ def archive_oldest(script, character, plan, before, config, extract=None):
     """
     store = script.history
     now = timezone.now()
-    markers = [
-        (archive_marker(character, plan.kind, audience, members, store.model, now), members)
-        for audience, members in audience_groups(plan.messages)
-    ]
-    marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
+    for share in STATEMENT_SHARES:
+        markers = [
+            (
+                archive_marker(character, plan.kind, audience, members, store.model, now, share),
+                members,
+            )
+            for audience, members in audience_groups(plan.messages)
+        ]
+        marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
+        if plan.tokens - marker_tokens >= STALL_SHARE * before.history_tokens:
+            break
     try:
         record, stored = replace_recorded(
             script,

@@ -9,7 +9,7 @@ import re
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..audience import PUBLIC, audience_groups, visible_messages
+from ..audience import PUBLIC, audience_groups
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
@@ -91,9 +91,9 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     script.ndb.extracting = True
     loops = []
     try:
-        # One run per audience: what was whispered is extracted apart, and kept private.
-        for audience in audiences(history):
-            visible = visible_messages(history, audience)
+        # One run per audience, each shown only its own messages: what was whispered is
+        # extracted apart and kept private, and the room's facts are never kept private.
+        for audience, visible in audience_groups(history):
             loop = yield run_react_loop(
                 script,
                 character,
@@ -108,6 +108,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
                 ],
                 context_config=context,
                 audience=audience,
+                audience_only=True,
             )
             journal_stated_facts(character, loop.unspoken, visible, audience)
             loops.append(loop)
@@ -128,11 +129,6 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         "tools_called": [name for loop in loops for name in loop.tools_called],
         "audiences": len(loops),
     }
-
-
-def audiences(history):
-    """Return the audiences to extract for: the room, then each private one in ``history``."""
-    return [PUBLIC] + [audience for audience, _ in audience_groups(history) if audience]
 
 
 def instruction(character, history, audience=PUBLIC):

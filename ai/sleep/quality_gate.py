@@ -24,7 +24,7 @@ only, so it is deterministic.
 """
 
 from ..helpers.journal import entries_citing
-from ..utils.facts import plain_words, replaces
+from ..utils.facts import plain_words, relates_specific_subject, replaces
 from ..utils.grounding import key_terms, survives
 from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER, SAID_HEADER
 from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
@@ -98,8 +98,9 @@ def gate_summary(character, audience, members, summary, instructions, report):
 def statements(members, assistant):
     """Return ``(speaker, sentence)`` for each sentence a player stated among ``members``
     that names someone or something or holds a number (not counting the speaker and the
-    assistant): questions, greetings and small talk tell no fact to keep; nor does one that
-    a later statement among them replaces ("... is now ...")."""
+    assistant), or relates a specific subject to a value ("the password for the loft is
+    <word>"): questions, greetings and small talk tell no fact to keep; nor does one that
+    a later statement among them replaces ("... is now ...", "Correction: ...")."""
     found = []
     for message in members:
         if message["role"] != "user":
@@ -111,7 +112,8 @@ def statements(members, assistant):
         for sentence in sentences(words):
             # Its first word is capitalized as any sentence's is ("Hello", "Remember").
             exact, _ = key_terms(sentence.split(None, 1)[-1])
-            if not sentence.endswith("?") and exact - ignored:
+            telling = exact - ignored or relates_specific_subject(sentence)
+            if not sentence.endswith("?") and telling:
                 found.append((speaker, sentence))
     return [
         (speaker, sentence)
@@ -120,14 +122,15 @@ def statements(members, assistant):
     ]
 
 
-def restore_statements(character, audience, members, summary):
+def restore_statements(character, audience, members, summary, share=STATEMENTS_SHARE):
     """Return ``(summary, count)``: ``summary`` with the statements of ``members`` that
     neither it (with what the gate appended) nor a journal entry of ``audience`` citing them
-    kept, appended in the speaker's words, quoted as every player's words are."""
+    kept, appended in the speaker's words, quoted as every player's words are, oldest
+    first while the whole holds at most ``share`` of the words of ``members``."""
     kept = set(plain_words(summary))
     for entry in entries_citing(character, [m["id"] for m in members], audience):
         kept.update(plain_words(entry["content"]))
-    budget = STATEMENTS_SHARE * sum(len(plain_words(m.get("content"))) for m in members)
+    budget = share * sum(len(plain_words(m.get("content"))) for m in members)
     used, lost = len(plain_words(summary)), []
     for speaker, sentence in statements(members, character.key):
         if survives(sentence, kept):

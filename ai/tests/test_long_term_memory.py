@@ -132,6 +132,21 @@ class TestFactsThatChange(MemoryTestCase):
         self.assertFalse(replaces("The gate password is X.", "The gate password is X."))
         self.assertFalse(replaces("Bob likes apples.", "Dana likes apples."))
 
+    def test_a_lead_in_says_how_a_fact_changed_not_what_it_is(self):
+        self.assertTrue(
+            replaces(
+                "Things have changed: the mill in Oakvale charges 9 coins a sack.",
+                "The mill in Oakvale charges 4 coins a sack.",
+            )
+        )
+        self.assertTrue(
+            replaces("Correction: the mill charges 9 coins.", "The mill charges 4 coins.")
+        )
+        # Without a word of change, another value of an unknown verb is another fact.
+        self.assertFalse(replaces("The mill charges 9 coins.", "The mill charges 4 coins."))
+        # A colon that holds the value itself is no lead-in.
+        self.assertFalse(replaces("The gate code is: X.", "The vault code is Y."))
+
     def test_a_fact_changed_twice_is_recalled_current_first_with_its_history(self):
         self.journal("The gate password is swordfish.")
         self.consolidate()

@@ -205,6 +205,22 @@ class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
         stated = [e for e in journal_entries(self.assistant) if "was whispered" in e["content"]]
         self.assertEqual(stated[0]["audience"], [self.char1.dbref])
 
+    def test_the_room_s_facts_are_never_journaled_as_private(self):
+        self.converse()
+        steps = [
+            [("noop", {})],
+            # The whisperer's run states the room's fact too: a small model restates all.
+            "- The ferry to Laketown leaves at nine every morning.\n- Char has a vault code.",
+        ]
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        # The whisperer's run is shown the whispered exchange alone.
+        self.assertNotIn("Laketown", sent_text_of(llm.calls[1]))
+        private = [e["content"] for e in journal_entries(self.assistant) if e.get("audience")]
+        self.assertIn("Char has a vault code.", private)
+        self.assertFalse([entry for entry in private if "Laketown" in entry], private)
+
     def test_an_autonomous_turn_sees_only_what_the_room_may_hear(self):
         self.whisper_secret()
         with ScriptedLLM([("noop", {})]) as llm:

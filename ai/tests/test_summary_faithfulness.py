@@ -172,6 +172,19 @@ class TestStatementsChanged(FaithfulnessTestCase):
         self.assertNotIn("4417", kept)
 
 
+class TestStatementsWithoutNames(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char2 says, "The password for the cellar door is quince."'},
+        {"role": "user", "content": 'Char2 says, "The fire is low."'},
+    ]
+
+    def test_a_specific_subject_s_value_is_kept_though_no_word_is_a_name(self):
+        self.compact(TOLL)
+        kept = self.stored_summary()
+        self.assertIn('- Char2: "The password for the cellar door is quince."', kept)
+        self.assertNotIn("The fire is low", kept)
+
+
 class TestExamplesOfThePrompt(FaithfulnessTestCase):
     def test_a_line_copying_the_prompts_placeholders_is_dropped(self):
         self.compact(f"- <name> asked you to <task>; not done yet.\n{TOLL}")

@@ -47,6 +47,10 @@ _ATTRIBUTION = re.compile(
     r"claimed)(?:\s+(?:me|us|them|him|her))?[:,]?(?:\s+that)?\s+|^according to [^,]+,\s*",
     re.IGNORECASE,
 )
+# A short lead-in before a colon says how a fact is told, not what it is ("Correction:",
+# "Things have changed:", "Remember this:").
+# What follows it is a fact of three words or more ("The code is: <word>" keeps its colon).
+_LEAD_IN = re.compile(r"^\s*(?:[\w']+\s+){0,3}[\w']+:\s+(?=(?:\S+\s+){2}\S)")
 _WORD = re.compile(r"[a-z0-9']+")
 # Words that say a fact changed, or that tell nothing of what it is about.
 _FILLER = {
@@ -95,14 +99,19 @@ CHANGE_WORDS = {
     "paid",
     "repaid",
     "became",
+    "correction",
+    "corrected",
+    "update",
+    "updated",
 }
 # Relations that hold one value at a time: someone lives in one place, owes one debt.
 SINGLE_VALUED = {"place", "work", "debt"}
 
 
 def without_attribution(text):
-    """Return a fact as it was told, who told it left out ("Dana told me that ...")."""
-    return _ATTRIBUTION.sub("", (text or "").strip())
+    """Return a fact as it was told, who told it and how left out ("Dana told me that ...",
+    "Correction: ...")."""
+    return _ATTRIBUTION.sub("", _LEAD_IN.sub("", (text or "").strip()))
 
 
 def plain_words(text):
@@ -147,7 +156,7 @@ def replaces(newer, older):
     subject is a specific attribute of two words or more ("the gate password").
     """
     new_words, old_words = fact_words(newer), fact_words(older)
-    changed = bool(CHANGE_WORDS & set(new_words))
+    changed = bool(CHANGE_WORDS & set(plain_words(newer)))
     new, old = parse_fact(new_words), parse_fact(old_words)
     if not (new and old and new[1] == old[1]) and changed:
         new, old = _shared_pivot(new_words, old_words)
@@ -159,6 +168,14 @@ def replaces(newer, older):
         return False
     specific = kind in SINGLE_VALUED or len(large) >= 2
     return new_value != old_value and (changed or specific)
+
+
+def relates_specific_subject(text):
+    """Return whether ``text`` relates a subject of two telling words or more to a value
+    through a known relation ("the password for the loft is <word>"): a fact even when no
+    word of it is a name or a number."""
+    fact = parse_fact(fact_words(text))
+    return bool(fact and len(fact[0]) >= 2 and fact[2])
 
 
 def _shared_pivot(new_words, old_words):
