@@ -21,6 +21,7 @@ from django.utils import timezone
 from ..audience import may_hear
 from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
+from ..utils.message_format import read_event
 
 MAX_ENTRY_CHARS = 2000
 _WORD = re.compile(r"\w+")
@@ -36,6 +37,8 @@ _COMMON_WORD = 500
 _IDS_ASKED = 10
 # Entries that may cite the live history: the newest this many (history is recent).
 RECENT_CITING = 1000
+# A player's own words about themselves: "I", "I'm", "my", "me".
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
 
 
 def as_entry(row):
@@ -274,6 +277,27 @@ def search_entries(
             ranked.append(((score, row.importance, row.id), row))
     ranked.sort(key=lambda item: item[0], reverse=True)
     return [as_entry(row) for _, row in ranked[:limit]]
+
+
+def credited(content, messages):
+    """Return ``content`` credited to the player whose words it repeats in the first person
+    ("I hid the map ..." -> "<speaker> said: I hid the map ..."): read later, an uncredited
+    "I" would be the assistant's. Unchanged when it names no one by "I", "my" or "me", or
+    when the messages it cites are not one player's."""
+    if not _FIRST_PERSON.search(content or ""):
+        return content
+    cited = set(cited_messages(content, messages))
+    speakers = {
+        read_event(message.get("content"))[0]
+        for message in messages
+        if message.get("id") in cited and message.get("role") == "user"
+    }
+    if len(speakers) != 1 or None in speakers:
+        return content
+    (speaker,) = speakers
+    if content.lower().startswith(speaker.lower()):
+        return content
+    return f"{speaker} said: {content}"
 
 
 def cited_messages(content, messages):

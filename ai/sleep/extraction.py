@@ -15,6 +15,7 @@ from ..helpers.journal import (
     add_entry,
     cited_messages,
     count_entries,
+    credited,
     entries_citing,
     find_same,
 )
@@ -172,7 +173,10 @@ def journal_stated_facts(character, texts, history, audience=PUBLIC):
     told = transcript_words(history)
     for text in texts:
         for fact in stated_facts(text):
-            if unfounded(fact, told) or find_same(character, fact, audience):
+            if unfounded(fact, told):
+                continue
+            fact = credited(fact, history)
+            if find_same(character, fact, audience):
                 continue
             add_entry(
                 character,

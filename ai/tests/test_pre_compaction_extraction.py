@@ -180,3 +180,25 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
             self.assertEqual(self.extract()["reason"], "an extraction is already running")
             wait_for(pending)
         self.assertFalse(self.script.ndb.extracting)
+
+
+class TestFactsInAPlayersWords(ExtractionTestCase):
+    def test_a_fact_in_the_first_person_is_credited_to_the_player_who_said_it(self):
+        fill(self.script, FACTS[:3])
+        mine = "I promised Char2 to deliver 12 iron ingots on Friday."
+        steps = [
+            [("add_journal_entry", {"content": mine})],
+            [("add_journal_entry", {"content": "Char2 said the cellar password is swordfish."})],
+            # A model that answers in prose repeats the players' words as they were said.
+            "- My horse is called Thunder.\n- I buried 40 gold coins under the old oak.",
+        ]
+        fill(self.script, FACTS[3:4])
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.extract()
+        entries = [entry["content"] for entry in journal_entries(self.assistant)]
+        # Read later, an uncredited "I" would be the assistant's own promise.
+        self.assertIn(f"Char said: {mine}", entries)
+        self.assertIn("Char2 said the cellar password is swordfish.", entries)
+        self.assertIn("Char2 said: My horse is called Thunder.", entries)
+        self.assertIn("Char said: I buried 40 gold coins under the old oak.", entries)

@@ -9,6 +9,7 @@ from ..helpers.entity_context import add_observation
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
+    credited,
     find_same,
     search_entries,
 )
@@ -26,6 +27,7 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
         why = unfounded(content, transcript_words(ctx.source_messages))
         if why:
             return ToolResult(ok=False, content=f"Not journaled: {why}.")
+        content = credited(content, ctx.source_messages)
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         # Every extraction rereads the history it is given: keep one entry per fact.
