@@ -5,7 +5,7 @@ The messages older than the preserve window are archived, linked to one short ma
 audience that says how many were archived and that ``search_history`` finds them, followed
 by the players' statements among them that the journal does not hold, in their own words
 (``ai.sleep.quality_gate.restore_statements``, within a share of the words replaced that
-shrinks when the archive would otherwise free too little).
+shrinks when the archive would otherwise leave usage over the threshold).
 No model is asked to summarize: the escalation runs the pre-compaction extraction first,
 so that their facts are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
 """
@@ -19,25 +19,27 @@ from .common import (
     CompactionRefused,
     compaction_message,
     finish,
+    kind_threshold,
     replace_recorded,
 )
 from .quality_gate import STATEMENTS_SHARE, restore_statements
 
 # The share of the archived words that the players' statements may fill, tried in turn: an
-# archive that would free too little (a stall) keeps fewer of them, then only its marker.
-STATEMENT_SHARES = (STATEMENTS_SHARE, STATEMENTS_SHARE / 2, 0)
+# archive that would not bring usage under the threshold keeps fewer, then only its marker;
+# when none would, the most that still free more than a stall.
+# All of their words first: a whisper and its answer hold about one statement's words.
+STATEMENT_SHARES = (1.0, STATEMENTS_SHARE / 2, 0)
 
 
 def archive_marker(character, kind, audience, members, model, now, share):
     """Return the system message standing for ``members``, archived whole: the marker, and
     the statements of theirs that nothing else keeps, within ``share`` of their words."""
-    text, _ = restore_statements(
-        character,
-        audience,
-        members,
+    # The marker's own words are not counted against the share: for a short exchange (a
+    # whisper and its answer) they alone would leave no room for its one statement.
+    said, _ = restore_statements(character, audience, members, "", share)
+    text = (
         f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
-        "to make room; search_history finds them by their words.",
-        share,
+        f"to make room; search_history finds them by their words.{said}"
     )
     return compaction_message(
         "system", text, kind, audience, members, model, now, archived_whole=True
@@ -50,7 +52,7 @@ def archive_oldest(script, character, plan, before, config, extract=None):
     Args:
         plan (CompactionPlan): The messages older than the preserve window (``ai.signals``).
         before (ContextUsage): The context's usage when the step started.
-        config (dict): The script's effective configuration (unused: nothing to choose).
+        config (dict): The script's effective configuration (its thresholds).
         extract (callable, optional): Not run here: the escalation runs it before.
 
     Returns:
@@ -60,6 +62,8 @@ def archive_oldest(script, character, plan, before, config, extract=None):
     """
     store = script.history
     now = timezone.now()
+    room = kind_threshold(config, plan.kind) * before.max_tokens
+    tried = []  # the markers that would free more than a stall
     for share in STATEMENT_SHARES:
         markers = [
             (
@@ -69,8 +73,15 @@ def archive_oldest(script, character, plan, before, config, extract=None):
             for audience, members in audience_groups(plan.messages)
         ]
         marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
-        if plan.tokens - marker_tokens >= STALL_SHARE * before.history_tokens:
-            break
+        freed = plan.tokens - marker_tokens
+        if freed >= STALL_SHARE * before.history_tokens:
+            tried.append((markers, marker_tokens))
+            if before.total_tokens - freed < room:
+                break
+    else:
+        # None brings usage under the threshold: the most statements that free enough, or
+        # the bare marker (refused below as a stall when even it frees too little).
+        markers, marker_tokens = tried[0] if tried else (markers, marker_tokens)
     try:
         record, stored = replace_recorded(
             script,

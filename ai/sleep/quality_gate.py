@@ -113,7 +113,8 @@ def statements(members, assistant):
             # Its first word is capitalized as any sentence's is ("Hello", "Remember").
             exact, _ = key_terms(sentence.split(None, 1)[-1])
             telling = exact - ignored or relates_specific_subject(sentence)
-            if not sentence.endswith("?") and telling:
+            said_before = (speaker, sentence) in found
+            if not sentence.endswith("?") and telling and not said_before:
                 found.append((speaker, sentence))
     return [
         (speaker, sentence)

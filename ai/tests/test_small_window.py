@@ -1,10 +1,13 @@
 """A fixed prompt that fills much of a small window: the preserved tail adapts, automatic
 compactions escalate and converge, and no call is sent over the window (issue 19)."""
 
+from django.utils.timezone import now
+
 from ai.context_usage import ContextUsage
 from ai.helpers.journal import journal_entries
 from ai.models import CompactionRecord
 from ai.prompt_contexts import CONTEXT_TICK_EVENT
+from ai.sleep.archiving import STATEMENT_SHARES, archive_marker
 from ai.sleep.common import preserve_tokens
 from ai.sleep.undo import undo_last_compaction
 from ai.tools import ToolContext, execute_tool
@@ -107,7 +110,9 @@ class TestNoCallWasted(SmallWindowCase):
         self.assertIn(fact, [entry["content"] for entry in journal_entries(self.assistant)])
         compaction = result["emergency"]["context_compaction"]
         self.assertTrue(compaction["success"], compaction)
-        self.assertEqual((compaction["strategy"], compaction["archived_messages"]), ("archive", 4))
+        self.assertEqual(
+            (compaction["strategy"], compaction["archived_messages"]), ("archive", 4), compaction
+        )
         self.assertFalse(result["emergency"]["still_over_threshold"])
         marker = self.script.conversation_history[0]
         self.assertTrue(marker["content"].startswith(f"{ARCHIVE_MARKER} 4 earlier messages"))
@@ -156,6 +161,36 @@ class TestArchiveKeepsStatements(SmallWindowCase):
             f'{SAID_HEADER}\n- Char2: "The ferry to Saltmarsh leaves at 9 bells."', marker
         )
         self.assertNotIn("Nice evening", marker)
+
+    def test_a_whispered_statement_archived_with_its_answer_is_kept_for_the_whisperer(self):
+        """A whisper and its answer get a marker of their own; its one statement fits the
+        first share tried, though the marker's own words outnumber the two messages'."""
+        private = {"audience": [self.char1.dbref]}
+        members = [
+            self.script.append_message(
+                {
+                    "role": "user",
+                    "content": 'Char whispers to you, "The mill in Oakvale charges 6 copper a sack."',
+                    "metadata": private,
+                }
+            ),
+            self.script.append_message(
+                {"role": "assistant", "content": "Noted.", "metadata": private}
+            ),
+        ]
+        marker = archive_marker(
+            self.assistant,
+            "sleep",
+            private["audience"],
+            members,
+            "model",
+            now(),
+            STATEMENT_SHARES[0],
+        )
+        self.assertTrue(marker["content"].startswith(f"{ARCHIVE_MARKER} 2 earlier messages"))
+        kept = '- Char: "The mill in Oakvale charges 6 copper a sack."'
+        self.assertIn(kept, marker["content"])
+        self.assertEqual(marker["metadata"]["audience"], private["audience"])
 
 
 class TestNothingOverTheWindow(SmallWindowCase):

@@ -104,6 +104,10 @@ CHANGE_WORDS = {
     "update",
     "updated",
 }
+# Words that open an exclamation, not a statement of fact.
+_EXCLAIMING = {"what", "how", "such"}
+# A value longer than this is a remark, not a fact's value ("harder than a cobblestone").
+MAX_VALUE_WORDS = 3
 # Relations that hold one value at a time: someone lives in one place, owes one debt.
 SINGLE_VALUED = {"place", "work", "debt"}
 
@@ -171,11 +175,16 @@ def replaces(newer, older):
 
 
 def relates_specific_subject(text):
-    """Return whether ``text`` relates a subject of two telling words or more to a value
-    through a known relation ("the password for the loft is <word>"): a fact even when no
-    word of it is a name or a number."""
-    fact = parse_fact(fact_words(text))
-    return bool(fact and len(fact[0]) >= 2 and fact[2])
+    """Return whether ``text`` relates a subject of two telling words or more to a short
+    value (three telling words at most) through a known relation ("the password for the
+    loft is <word>"): a fact even when no word of it is a name or a number. An exclamation
+    ("What a fine evening it is") is none."""
+    words = fact_words(text)
+    fact = parse_fact(words)
+    if not fact or words[0] in _EXCLAIMING:
+        return False
+    subject, _, value = fact
+    return len(subject) >= 2 and 1 <= len(value) <= MAX_VALUE_WORDS
 
 
 def _shared_pivot(new_words, old_words):
