@@ -23,16 +23,34 @@ _HISTORY_POSITION = {
     SEED: COMPONENT_CONVERSATION_HISTORY,
     CACHE_FRIENDLY: COMPONENT_ENTITY_CONTEXT - 0.5,
 }
+# The key of the newest message when it is sent apart from the rest of the history.
+NEWEST_MESSAGE = "newest_message"
 # Components whose text changes with the game (a mode, an arrival), not from call to call.
 STABLE_KEYS = ("system_prompt", "character_context")
 
 
 def arrange(parts, layout):
-    """Return assembled parts (dicts with the ``id`` of their component) in ``layout``'s order."""
+    """Return assembled parts (dicts with the ``id`` of their component) in ``layout``'s order.
+
+    Under ``cache_friendly``, a history that ends with what a player just said is split:
+    that newest message is sent last, after the parts that change, so the model answers
+    it rather than the last note it read (a small model answered "Oswin is awake." to a
+    question followed by the status). The prefix a later call repeats is the same.
+    """
     history = _HISTORY_POSITION[layout]
-    return sorted(
+    ordered = sorted(
         parts, key=lambda p: history if p["id"] == COMPONENT_CONVERSATION_HISTORY else p["id"]
     )
+    if layout != CACHE_FRIENDLY:
+        return ordered
+    for at, part in enumerate(ordered):
+        sent = part.get("messages") if part["key"] == "conversation_history" else None
+        if sent and sent[-1].get("role") == "user" and at < len(ordered) - 1:
+            newest = {"id": None, "key": NEWEST_MESSAGE, "messages": sent[-1:], "tokens": 0}
+            ordered[at] = {**part, "messages": sent[:-1]}
+            ordered.append(newest)
+            break
+    return ordered
 
 
 def cache_points(prompt, another_call):
@@ -50,7 +68,8 @@ def cache_points(prompt, another_call):
     points, end, stable = [], 0, True
     for key in prompt.components:
         history = key == "conversation_history"
-        end += prompt.history_included if history else 1
+        apart = NEWEST_MESSAGE in prompt.components
+        end += prompt.history_included - apart if history else 1
         if history and (stable or another_call):
             points.append(end - 1)
         elif stable and key in STABLE_KEYS:

@@ -104,7 +104,7 @@ class TestLayouts(WithLivelyPrompt, AssistantTestCase):
             ],
         )
 
-    def test_cache_friendly_sends_what_changes_after_the_history(self):
+    def test_cache_friendly_sends_what_changes_after_the_history_and_the_question_last(self):
         messages = self.tick_under("cache_friendly")
         self.assertEqual(
             collapsed(messages),
@@ -116,11 +116,14 @@ class TestLayouts(WithLivelyPrompt, AssistantTestCase):
                 "semantic_memories",
                 "context_buffer",
                 "goals",
+                "history",
             ],
         )
         history = [m for m in messages if component_of(m) == "history"]
         self.assertEqual(len(history), 3, "both events and the first answer are history")
-        self.assertIn("swordfish", messages[-3]["content"], "memories come after the event")
+        # The model answers the last thing it reads: the player's question, not a note.
+        self.assertIn("What is the cellar password?", messages[-1]["content"])
+        self.assertIn("swordfish", messages[-4]["content"], "memories come before the event")
 
     def test_the_offline_engine_answers_the_same_under_both_layouts(self):
         replies = {}
@@ -133,7 +136,7 @@ class TestLayouts(WithLivelyPrompt, AssistantTestCase):
         self.assertIn("swordfish", replies["seed"], "recalled from the journal")
         self.assertEqual(replies["cache_friendly"], replies["seed"])
 
-    def test_two_ticks_share_a_longer_prefix_under_cache_friendly(self):
+    def test_the_next_call_repeats_the_history_under_cache_friendly(self):
         calls = {}
         for layout in ("seed", "cache_friendly"):
             script = make_assistant("Tess", self.room1).assistant_script
@@ -146,9 +149,10 @@ class TestLayouts(WithLivelyPrompt, AssistantTestCase):
                 self.room1.msg_contents("The fire crackles.")
                 self.say(script, self.char2, "When does the ferry leave?")
             calls[layout] = llm.calls[1:]
-        seed, friendly = (shared_prefix(*calls[layout]) for layout in ("seed", "cache_friendly"))
-        self.assertGreater(friendly, seed)
-        # Under seed the prefix ends before the history; under cache_friendly it holds it all.
+        seed = shared_prefix(*calls["seed"])
+        # Under seed the prefix ends before the history (the memories changed); under
+        # cache_friendly the next call begins with the lead and all the history sent, the
+        # newest message (sent last) included.
         self.assertLess(seed, json.dumps(calls["seed"][1]).index('"role": "user"'))
         first, second = calls["cache_friendly"]
         lead_and_history = [m for m in first if component_of(m) not in VOLATILE]
@@ -196,6 +200,10 @@ class TestCachePoints(TestCase):
 
     def test_history_after_the_stable_lead_always_ends_one(self):
         self.assertEqual(cache_points(assembled(*self.FRIENDLY, history=4), False), [1, 5])
+
+    def test_the_newest_message_sent_last_is_not_part_of_the_history_s_prefix(self):
+        friendly = (*self.FRIENDLY, "newest_message")
+        self.assertEqual(cache_points(assembled(*friendly, history=4), False), [1, 4])
 
     def test_a_pluggable_component_counts_as_one_that_changes(self):
         prompt = assembled(
@@ -282,9 +290,10 @@ class TestCacheHints(WithLivelyPrompt, AssistantTestCase):
 
     def test_a_tick_marks_the_stable_lead_and_under_cache_friendly_the_history(self):
         # Seed: system prompt, character context, entity context ("Talking with Char"), the
-        # event; cache_friendly sends the event before the entity context.
+        # event. cache_friendly sends the history before the entity context, but its newest
+        # message (here the only one) last: the lead alone is a prefix the next call repeats.
         litellm = load_litellm()
-        for layout, points in (("seed", [1]), ("cache_friendly", [1, 2])):
+        for layout, points in (("seed", [1]), ("cache_friendly", [1])):
             with self.subTest(layout=layout):
                 script = make_assistant(f"Helper_{layout}", self.room1).assistant_script
                 script.set_config("prompt_layout", layout)
@@ -294,3 +303,9 @@ class TestCacheHints(WithLivelyPrompt, AssistantTestCase):
                     self.assertEqual(self.say(script, self.char1, "Hello!")["status"], "replied")
                 marks = sent.call_args.kwargs["cache_control_injection_points"]
                 self.assertEqual([mark["index"] for mark in marks], points)
+        # A second exchange: cache_friendly marks the end of the history before the newest
+        # message (the first event and its answer, after the lead).
+        with mock.patch.object(litellm, "completion", wraps=litellm.completion) as sent:
+            self.assertEqual(self.say(script, self.char1, "And you?")["status"], "replied")
+        marks = sent.call_args.kwargs["cache_control_injection_points"]
+        self.assertEqual([mark["index"] for mark in marks], [1, 3])
