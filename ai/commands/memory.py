@@ -18,30 +18,30 @@ from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
-from .audience import describe_audience, message_audience, with_audience
-from .config import SCRIPT_CONFIG, ConfigError, compact_strategy, parse_value
-from .helpers.entity_context import entity_profiles
-from .helpers.journal import journal_entries
-from .helpers.memory_links import memory_namespace
-from .history import row_to_message
-from .llm_interaction import call_options, resolve_model
-from .models import (
+from ..audience import describe_audience, message_audience, with_audience
+from ..config import SCRIPT_CONFIG, ConfigError, compact_strategy, parse_value
+from ..helpers.entity_context import entity_profiles
+from ..helpers.journal import journal_entries
+from ..helpers.memory_links import memory_namespace
+from ..history import row_to_message
+from ..llm_interaction import call_options, resolve_model
+from ..models import (
     CompactionRecord,
     ConversationMessage,
     EntityObservation,
     JournalEntry,
     MemoryLink,
 )
-from .pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
-from .prompt_contexts import CONTEXT_TICK_EVENT
-from .semantic_memory import WORKER, search_memories
-from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
-from .sleep.extraction import ExtractionBeforeSummary
-from .sleep.undo import UndoRefused, undo_last_compaction
-from .tool_offering import tool_offering
-from .tools import ToolContext, execute_tool
-from .utils.markers import SUMMARY_MARKER
-from .utils.message_format import is_summary, summary_text, tool_call_text
+from ..pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
+from ..prompt_contexts import CONTEXT_TICK_EVENT
+from ..semantic_memory import WORKER, search_memories
+from ..sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
+from ..sleep.extraction import ExtractionBeforeSummary
+from ..sleep.undo import UndoRefused, undo_last_compaction
+from ..tool_offering import tool_offering
+from ..tools import ToolContext, execute_tool
+from ..utils.markers import SUMMARY_MARKER
+from ..utils.message_format import is_summary, summary_text, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 INDENT = "    "
