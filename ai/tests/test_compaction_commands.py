@@ -347,7 +347,7 @@ class TestAiCompact(CompactionCommandTestCase):
 
         # It fails a moment later, as a compaction would, after aicompact has answered.
         with patch(
-            "ai.commands.memory.compact_conversation_history",
+            "ai.commands.compaction.compact_conversation_history",
             return_value=task.deferLater(reactor, 0, disk_full),
         ):
             report = self.run_compact()
