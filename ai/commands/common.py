@@ -1,7 +1,10 @@
-"""What the assistant's commands share: finding an assistant, and showing history in a table."""
+"""What the assistant's commands share: their switch handling, finding an assistant, and
+showing history in a table."""
 
 from textwrap import wrap
 
+from evennia.commands.command import InterruptCommand
+from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.ansi import raw
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
@@ -16,6 +19,58 @@ INDENT = "    "
 # The metadata type of a tool output that compaction masked (a placeholder in its place).
 MASKED = "masked"
 PINNED_MARK = "[pinned]"
+
+
+class AssistantCommand(MuxCommand):
+    """A command of the assistant, in Evennia's form ``cmd/switch args``, that refuses a switch
+    it does not know.
+
+    Evennia's ``MuxCommand`` drops an unknown switch with a note and runs the command anyway
+    (``aicompact/udno`` compacted); here an unknown switch, an ambiguous one or more
+    switches than the command takes stop it before it does anything, naming the switch and
+    listing those it has. A switch may be cut to a prefix only it starts with, as in Evennia.
+    """
+
+    switch_options = ()
+    # Whether switches may be given together (the command then checks which may).
+    combines_switches = False
+
+    def parse(self):
+        """Parse as ``MuxCommand`` does, then refuse what ``switch_options`` does not allow."""
+        options = self.switch_options
+        self.switch_options = None  # Evennia's check would drop an unknown switch and go on.
+        try:
+            super().parse()
+        finally:
+            self.switch_options = options
+        self.switches = [self.known_switch(switch) for switch in self.switches]
+        if len(self.switches) > 1 and not self.combines_switches:
+            given = "/".join(self.switches)
+            self.refuse(f"{self.key} takes one switch at a time, not /{given}.")
+
+    def known_switch(self, given):
+        """Return the switch ``given`` names, in full; refuse one the command does not know."""
+        given = given.strip().lower()
+        matches = [option for option in self.switch_options if option == given] or [
+            option for option in self.switch_options if given and option.startswith(given)
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            either = " or ".join(f"/{option}" for option in matches)
+            self.refuse(f"{self.key}: /{given} could be {either}; type more of it.")
+        if not self.switch_options:
+            self.refuse(f"{self.key} has no switch /{given}: it takes none (see help {self.key}).")
+        self.refuse(f"{self.key} has no switch /{given}. Its switches: {self.switch_list()}.")
+
+    def switch_list(self):
+        """Return the command's switches as ``/one, /two``."""
+        return ", ".join(f"/{option}" for option in self.switch_options)
+
+    def refuse(self, text):
+        """Tell the caller ``text`` (wrapped to the client's width) and stop the command."""
+        self.msg("\n".join(wrap(text, self.client_width())))
+        raise InterruptCommand
 
 
 def find_assistant(caller, name):

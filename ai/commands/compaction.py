@@ -2,7 +2,6 @@
 
 from textwrap import wrap
 
-from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -11,7 +10,7 @@ from ..pins import PinRefused, fact_message, pin_messages
 from ..sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from ..sleep.extraction import ExtractionBeforeSummary
 from ..sleep.undo import UndoRefused, undo_last_compaction
-from .common import find_assistant, pins_held, when
+from .common import AssistantCommand, find_assistant, pins_held, when
 
 
 @defer.inlineCallbacks
@@ -68,7 +67,7 @@ COMPACTION_STEPS = {
 }
 
 
-class CmdAiCompact(MuxCommand):
+class CmdAiCompact(AssistantCommand):
     """
     Compact an assistant's context now, undo a compaction, or pin messages.
 
@@ -106,6 +105,7 @@ class CmdAiCompact(MuxCommand):
 
     key = "aicompact"
     switch_options = ("undo", "force", "pin", "unpin", "pinfact")
+    combines_switches = True  # /undo/force
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 

@@ -4,14 +4,13 @@ from difflib import get_close_matches
 from pprint import pformat
 from textwrap import wrap
 
-from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.ansi import raw
 
 from ..config import SCRIPT_CONFIG, ConfigError, parse_value
-from .common import INDENT, find_assistant, shortened
+from .common import INDENT, AssistantCommand, find_assistant, shortened
 
 
-class CmdAiMode(MuxCommand):
+class CmdAiMode(AssistantCommand):
     """
     Show or switch an assistant's operating mode.
 
@@ -67,7 +66,7 @@ def in_full(label, value, width):
     return raw("\n".join(lines))
 
 
-class CmdAiConfig(MuxCommand):
+class CmdAiConfig(AssistantCommand):
     """
     Show or change an assistant's configuration.
 

@@ -1,6 +1,5 @@
 """The builders' answer to the dangerous tool calls an assistant waits on."""
 
-from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.dbserialize import deserialize
 from evennia.utils.evtable import EvTable
 
@@ -8,10 +7,10 @@ from ..audience import with_audience
 from ..prompt_contexts import CONTEXT_TICK_EVENT
 from ..tools import ToolContext, execute_tool
 from ..utils.message_format import tool_call_text
-from .common import find_assistant
+from .common import AssistantCommand, find_assistant
 
 
-class CmdAiConfirm(MuxCommand):
+class CmdAiConfirm(AssistantCommand):
     """
     Confirm or discard the dangerous tool calls an assistant waits on.
 

@@ -2,7 +2,6 @@
 
 from textwrap import wrap
 
-from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import evmore
 from evennia.utils.ansi import raw
 from evennia.utils.evtable import EvTable
@@ -18,6 +17,7 @@ from ..tool_offering import tool_offering
 from ..utils.message_format import is_summary, summary_text
 from .common import (
     INDENT,
+    AssistantCommand,
     find_assistant,
     fitted_table,
     indented,
@@ -81,7 +81,7 @@ def record_line(record):
     )
 
 
-class CmdAiHistory(MuxCommand):
+class CmdAiHistory(AssistantCommand):
     """
     Inspect an assistant's context: usage, live history, journal and compactions.
 

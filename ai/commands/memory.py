@@ -3,7 +3,6 @@
 from textwrap import wrap
 
 from django.db.models import Count, Q
-from evennia.commands.command import Command
 from evennia.utils import evmore, logger
 from evennia.utils.ansi import raw
 from evennia.utils.dbserialize import deserialize
@@ -17,6 +16,7 @@ from ..models import ConversationMessage, EntityObservation, JournalEntry, Memor
 from ..semantic_memory import WORKER, search_memories
 from .common import (
     INDENT,
+    AssistantCommand,
     find_assistant,
     fitted_table,
     indented,
@@ -70,15 +70,15 @@ def step_line(name, result):
     return f"{name}: {', '.join(fields) or 'nothing reported'}"
 
 
-class CmdAiMemory(Command):
+class CmdAiMemory(AssistantCommand):
     """
     Inspect an assistant's long-term memory: memories, journal, entity profiles.
 
     Usage:
       aimemory [<assistant>]
-      aimemory [<assistant>]/search <words>
-      aimemory [<assistant>]/show <link id>
-      aimemory [<assistant>]/profiles [<name>]
+      aimemory/search [<assistant>] = <words>
+      aimemory/show [<assistant>] = <link id>
+      aimemory/profiles [<assistant>] [= <name>]
 
     Switches:
       search   - the memories nearest <words> in meaning, best first: each
@@ -98,22 +98,46 @@ class CmdAiMemory(Command):
     step of that sleep did. What was whispered to the assistant is marked
     "(private to #dbref)": players never hear it, builders see it.
 
+    The old spelling with the switch after the name (aimemory helper/search
+    gate password) still works, with a reminder; it is deprecated.
+
     Examples:
       aimemory helper
-      aimemory helper/search gate password
-      aimemory helper/show 12
-      aimemory helper/profiles Char
+      aimemory/search helper = gate password
+      aimemory/show helper = 12
+      aimemory/profiles helper = Char
     """
 
     key = "aimemory"
+    switch_options = ("search", "show", "profiles")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
+    # Each form's usage; /search and /show need what follows the =.
+    USAGES = {
+        "": "aimemory [<assistant>]",
+        "search": "aimemory/search [<assistant>] = <words>",
+        "show": "aimemory/show [<assistant>] = <link id>",
+        "profiles": "aimemory/profiles [<assistant>] [= <name>]",
+    }
 
     def parse(self):
-        """Split ``<assistant>/<switch> <argument>``: the switch follows the name."""
-        name, _, rest = self.args.strip().partition("/")
+        """Parse ``aimemory/<switch> <assistant> = <argument>``, or the deprecated
+        ``aimemory <assistant>/<switch> <argument>``."""
+        super().parse()
+        if not self.switches and "/" in self.lhs:
+            self.parse_deprecated()
+        self.switch = self.switches[0] if self.switches else ""
+        self.name, self.argument = self.lhs, (self.rhs or "").strip()
+
+    def parse_deprecated(self):
+        """Read the switch after the name, as aimemory once did, and say how it is written now."""
+        name, _, rest = self.args.partition("/")
         switch, _, argument = rest.strip().partition(" ")
-        self.name, self.switch, self.argument = name.strip(), switch.lower(), argument.strip()
+        self.switches = [self.known_switch(switch)]
+        self.lhs, self.rhs = name.strip(), argument.strip() or None
+        now = f"aimemory/{self.switches[0]} {self.lhs}".rstrip()
+        now += f" = {self.rhs}" if self.rhs else ""
+        self.msg("\n".join(wrap(f"(Deprecated spelling: write {now}.)", self.client_width())))
 
     def func(self):
         forms = {
@@ -122,10 +146,9 @@ class CmdAiMemory(Command):
             "show": self.show,
             "profiles": self.profiles,
         }
-        if self.switch not in forms:
-            self.caller.msg(
-                f"aimemory has no switch /{self.switch}; use /search, /show or /profiles."
-            )
+        needs_argument = self.switch in ("search", "show")
+        if (self.rhs is not None and not self.switch) or (needs_argument and not self.argument):
+            self.caller.msg(f"Usage: {self.USAGES[self.switch]}")
             return
         assistant = find_assistant(self.caller, self.name)
         if assistant is None:
@@ -170,8 +193,8 @@ class CmdAiMemory(Command):
             memories += "; memory_enabled is False: no new ones are made"
         last = deserialize(script.db.last_sleep)  # plain lists, not the Attribute's
         lines = [
-            f"Long-term memory of |w{assistant.key}|n (aimemory {assistant.key}/search, "
-            "/show, /profiles look closer):",
+            f"Long-term memory of |w{assistant.key}|n (aimemory/search, /show or /profiles "
+            f"{assistant.key} = ... look closer):",
             f"{memories}.",
             f"Journal: {entries['total']} entries, {entries['consolidated']} consolidated into "
             f"memory, {entries['total'] - entries['consolidated']} waiting for the next sleep; "
@@ -188,8 +211,6 @@ class CmdAiMemory(Command):
     def search(self, assistant):
         """Search every memory for the argument; the hits are sent when Mem0 answers."""
         caller, query, width = self.caller, self.argument, self.client_width()
-        if not query:
-            return f"Usage: aimemory {assistant.key}/search <words>"
         caller.msg(
             self.wrapped(
                 f"Searching the long-term memory of {assistant.key} for {raw(repr(query))}..."
@@ -227,15 +248,13 @@ class CmdAiMemory(Command):
         table = fitted_table(("link", "score", "superseded", "by", "memory"), rows, texts, width)
         heading = self.wrapped(
             f"Memories of |w{assistant.key}|n nearest {raw(repr(query))}, best first "
-            f"(aimemory {assistant.key}/show <link> shows one in full):"
+            f"(aimemory/show {assistant.key} = <link> shows one in full):"
         )
         return f"{heading}\n{table}"
 
     def show(self, assistant):
         """Return one memory in full, with its journal entry and the messages it came from."""
         number = self.argument
-        if not number:
-            return f"Usage: aimemory {assistant.key}/show <link id>"
         if not number.isdigit():
             return self.wrapped(
                 f"{raw(repr(number))} is not a link id: give the number /search shows."

@@ -1,11 +1,9 @@
 """The players' command: talking to an assistant."""
 
-from evennia.commands.default.muxcommand import MuxCommand
-
-from .common import find_assistant
+from .common import AssistantCommand, find_assistant
 
 
-class CmdTalk(MuxCommand):
+class CmdTalk(AssistantCommand):
     """
     Talk to an AI assistant in the room.
 
