@@ -14,93 +14,24 @@ from typing import Any, Callable
 
 from django.conf import settings
 
+from .prompt_contexts import EXECUTION_CONFIG_DEFAULTS, check_context_overrides, execution_config
 from .prompt_layout import LAYOUTS, SEED
+from .utils.value_checks import (
+    ConfigError,
+    accepts,
+    boolean,
+    check_named,
+    fraction,
+    int_range,
+    is_number,
+    number_range,
+    one_of,
+    optional,
+    text,
+)
 
 # What a compaction does to old history (see ``ai.sleep.compaction`` and docs/compaction.md).
 COMPACT_STRATEGIES = ("summary", "masking", "assistant_runs", "hybrid")
-
-
-class ConfigError(ValueError):
-    """A configuration value was refused; the message names the attribute and its range."""
-
-
-def accepts(kind, allowed):
-    """Return a decorator recording on a check what it accepts, for builders and for ``Option``.
-
-    Args:
-        kind (type): The type of value the check takes (bool, int, float, str, list or dict);
-            ``Option.read`` reads a builder's text by it.
-        allowed (str): What the check allows, such as ``"a number in (0, 1]"``.
-    """
-
-    def mark(check):
-        check.kind, check.allowed = kind, allowed
-        return check
-
-    return mark
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-@accepts(float, "a number in (0, 1]")
-def fraction(value):
-    """Accept a number in (0, 1]."""
-    if not (_is_number(value) and 0 < value <= 1):
-        raise ValueError(f"must be {fraction.allowed}")
-
-
-@accepts(bool, "True or False")
-def boolean(value):
-    """Accept True or False."""
-    if not isinstance(value, bool):
-        raise ValueError(f"must be {boolean.allowed}")
-
-
-def int_range(low, high=None):
-    """Return a check accepting whole numbers from ``low`` to ``high`` (no upper bound if None)."""
-    bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-
-    @accepts(int, f"a whole number {bound}")
-    def check(value):
-        if not _is_int(value) or value < low or (high is not None and value > high):
-            raise ValueError(f"must be {check.allowed}")
-
-    return check
-
-
-def optional(check):
-    """Return a check that also accepts None (``check`` is marked with ``accepts``)."""
-
-    @accepts(check.kind, f"None or {check.allowed}")
-    def check_optional(value):
-        if value is not None:
-            check(value)
-
-    return check_optional
-
-
-def one_of(*choices):
-    """Return a check accepting one of the strings ``choices``."""
-
-    @accepts(str, "one of " + ", ".join(map(repr, choices)))
-    def check(value):
-        if value not in choices:
-            raise ValueError(f"must be {check.allowed}")
-
-    return check
-
-
-@accepts(str, "a non-empty string")
-def text(value):
-    """Accept a non-empty string."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be {text.allowed}")
 
 
 @accepts(str, "a litellm model string such as 'openai/gpt-4o-mini'")
@@ -118,8 +49,6 @@ def context_overrides(value):
     Raises:
         ConfigError: naming the attribute, the context and the field refused.
     """
-    from .prompt_contexts import check_context_overrides
-
     check_context_overrides(value)
 
 
@@ -143,20 +72,6 @@ def env_var_name(value):
     """Accept the name of an environment variable (the key itself never goes here)."""
     if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
         raise ValueError("must be the name of an environment variable, such as 'OPENAI_API_KEY'")
-
-
-def number_range(low, high, low_open=False):
-    """Return a check accepting numbers from ``low`` to ``high`` (``low`` excluded if open)."""
-    bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-
-    @accepts(float, f"a number in {bound}")
-    def check(value):
-        if not _is_number(value):
-            raise ValueError(f"must be {check.allowed}")
-        if not (value > low if low_open else value >= low) or value > high:
-            raise ValueError(f"must be {check.allowed}")
-
-    return check
 
 
 # The model options with a meaning of their own; any other key goes to litellm as it is.
@@ -199,31 +114,6 @@ def model_options(value):
                 check(item)
             elif not _is_json_value(item):
                 raise ValueError("must be a plain value (text, number, True/False, list, dict)")
-        except ValueError as err:
-            raise ValueError(f"[{key!r}] {err}") from err
-
-
-EXECUTION_CONFIG_CHECKS = {
-    "multi_action_enabled": boolean,
-    "max_iterations_per_tick": int_range(1, 10),
-    "task_assessment_enabled": boolean,
-    "sub_agents_enabled": boolean,
-    "sub_agent_budget": int_range(0, 10),
-}
-
-
-@accepts(dict, f"a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
-def execution_config(value):
-    """Accept the layer-1 execution limits of seed 004 (a dict of known keys)."""
-    if not isinstance(value, dict):
-        raise ValueError(f"must be {execution_config.allowed}")
-    for key, item in value.items():
-        if key not in EXECUTION_CONFIG_CHECKS:
-            raise ValueError(
-                f"has unknown key {key!r}; known: {', '.join(EXECUTION_CONFIG_CHECKS)}"
-            )
-        try:
-            EXECUTION_CONFIG_CHECKS[key](item)
         except ValueError as err:
             raise ValueError(f"[{key!r}] {err}") from err
 
@@ -330,13 +220,7 @@ SCRIPT_CONFIG = {
         None, optional(text), "Extraction system prompt; None uses the default"
     ),
     "execution_config": Option(
-        {
-            "multi_action_enabled": True,
-            "max_iterations_per_tick": 5,
-            "task_assessment_enabled": False,
-            "sub_agents_enabled": False,
-            "sub_agent_budget": 3,
-        },
+        EXECUTION_CONFIG_DEFAULTS,
         execution_config,
         "Layer-1 execution limits of the ReAct loop",
     ),
@@ -489,17 +373,12 @@ def check_value(name, value):
     """
     if name not in SCRIPT_CONFIG:
         raise ConfigError(f"unknown configuration attribute {name!r}")
-    try:
-        SCRIPT_CONFIG[name].check(value)
-    except ConfigError:
-        raise  # A check that raises ConfigError names the attribute itself.
-    except ValueError as err:
-        raise ConfigError(f"{name}={value!r} refused: {err}") from err
+    check_named(name, value, SCRIPT_CONFIG[name].check)
 
 
 def check_thresholds(sleep, emergency):
     """Refuse an emergency threshold below the sleep threshold."""
-    if _is_number(sleep) and _is_number(emergency) and emergency < sleep:
+    if is_number(sleep) and is_number(emergency) and emergency < sleep:
         raise ConfigError(
             f"compact_emergency_threshold={emergency!r} refused: must be at least "
             f"compact_sleep_threshold ({sleep!r}) and at most 1"

@@ -11,16 +11,6 @@ from dataclasses import dataclass, field, fields
 
 from django.conf import settings
 
-from .config import (
-    ConfigError,
-    accepts,
-    boolean,
-    check_value,
-    default_value,
-    int_range,
-    optional,
-    text,
-)
 from .prompt_components import (
     COMPONENT_CHARACTER_CONTEXT,
     COMPONENT_CONTEXT_BUFFER,
@@ -32,6 +22,16 @@ from .prompt_components import (
     COMPONENT_SYSTEM_PROMPT,
     COMPONENT_TOOL_RESULT,
     MAX_COMPONENT_ID,
+)
+from .utils.tool_categories import TOOL_CATEGORIES
+from .utils.value_checks import (
+    ConfigError,
+    accepts,
+    boolean,
+    check_named,
+    int_range,
+    optional,
+    text,
 )
 
 CONTEXT_TICK_EVENT = "tick_event"
@@ -293,9 +293,6 @@ def _component_ids(value):
 
 @accepts(list, "a list of tool categories")
 def _tool_categories(value):
-    # Imported here: the tools package may come to import this module.
-    from .tools.base import TOOL_CATEGORIES
-
     if not isinstance(value, list) or not set(value) <= set(TOOL_CATEGORIES):
         raise ValueError(f"must be a list of tool categories from {', '.join(TOOL_CATEGORIES)}")
 
@@ -416,6 +413,38 @@ def get_context_config(context_type, script=None):
 
 # execution pattern ------------------------------------------------------------------------
 
+# Layer 1: the script's execution_config attribute (``ai.config`` registers it).
+EXECUTION_CONFIG_DEFAULTS = {
+    "multi_action_enabled": True,
+    "max_iterations_per_tick": 5,
+    "task_assessment_enabled": False,
+    "sub_agents_enabled": False,
+    "sub_agent_budget": 3,
+}
+EXECUTION_CONFIG_CHECKS = {
+    "multi_action_enabled": boolean,
+    "max_iterations_per_tick": int_range(1, 10),
+    "task_assessment_enabled": boolean,
+    "sub_agents_enabled": boolean,
+    "sub_agent_budget": int_range(0, 10),
+}
+
+
+@accepts(dict, f"a dict with keys {', '.join(EXECUTION_CONFIG_CHECKS)}")
+def execution_config(value):
+    """Accept the layer-1 execution limits of seed 004 (a dict of known keys)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"must be {execution_config.allowed}")
+    for key, item in value.items():
+        if key not in EXECUTION_CONFIG_CHECKS:
+            raise ValueError(
+                f"has unknown key {key!r}; known: {', '.join(EXECUTION_CONFIG_CHECKS)}"
+            )
+        try:
+            EXECUTION_CONFIG_CHECKS[key](item)
+        except ValueError as err:
+            raise ValueError(f"[{key!r}] {err}") from err
+
 
 @dataclass
 class ExecutionPattern:
@@ -508,8 +537,8 @@ def select_execution_pattern(static_config, context_config, llm_assessment=None)
     Raises:
         ConfigError: if ``static_config`` is not a valid ``execution_config``.
     """
-    check_value("execution_config", static_config)
-    static = {**default_value("execution_config"), **static_config}
+    check_named("execution_config", static_config, execution_config)
+    static = {**EXECUTION_CONFIG_DEFAULTS, **static_config}
     pattern = ExecutionPattern(
         mode=EXECUTION_MODES[-1],
         max_iterations=static["max_iterations_per_tick"],

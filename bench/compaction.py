@@ -187,7 +187,7 @@ def measure_cost():
         size whose target is missed.
     """
     sizes = []
-    with mock.patch("ai.sleep.compaction.generate_context_summary", instant_summary):
+    with mock.patch("ai.sleep.summarizing.generate_context_summary", instant_summary):
         for size in SIZES:
             rows = history_rows(size)
             runs = time_runs(rows, f"Cost{size}")

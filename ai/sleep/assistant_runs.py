@@ -35,9 +35,9 @@ from .common import (
     replace_recorded,
     skipped,
 )
-from .compaction import summarize
 from .faithfulness import Repairs, check_summary, examples_of, read_transcript
 from .quality_gate import describe_report
+from .summarizing import summarize
 
 STRATEGY = "assistant_runs"
 # How a run's summary opens: a record of the past in the assistant's own voice, which a

@@ -1,8 +1,9 @@
-"""In-game commands: talk, aimode, aiconfig, aiconfirm, and their locks."""
+"""In-game commands: talk, aimode, aiconfig, aiconfirm, their locks, and the switches of
+every command."""
 
 from evennia.utils.utils import display_len
 
-from ai.commands import CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
+from ai.commands import AssistantCmdSet, CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
 from ai.config import SCRIPT_CONFIG
 from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
@@ -33,6 +34,13 @@ class TestTalk(AssistantCommandTestCase):
     def test_everyone_may_talk(self):
         self.assertTrue(CmdTalk().access(self.char2, "cmd"))
 
+    def test_a_switch_is_refused_and_nothing_is_said(self):
+        self.assertEqual(
+            words(self.call(CmdTalk(), "/loud Helper = hi")),
+            "talk has no switch /loud: it takes none (see help talk).",
+        )
+        self.assertEqual(self.script.db.pending_events or [], [])
+
 
 class TestAiMode(AssistantCommandTestCase):
     def test_builders_switch_modes(self):
@@ -43,6 +51,13 @@ class TestAiMode(AssistantCommandTestCase):
         self.assertEqual(self.script.db.operating_mode, "sleep")
         self.call(CmdAiMode(), "Helper = awake", "Helper wakes up.|Helper is awake.")
         self.call(CmdAiMode(), "Helper = dance", "Unknown mode 'dance'")
+
+    def test_a_switch_is_refused_and_the_mode_stays(self):
+        self.assertEqual(
+            words(self.call(CmdAiMode(), "/sleep Helper = sleep")),
+            "aimode has no switch /sleep: it takes none (see help aimode).",
+        )
+        self.assertNotEqual(self.script.db.operating_mode, "sleep")
 
     def test_locked_to_builders(self):
         self.assertTrue(CmdAiMode().access(self.char1, "cmd"))  # Developer
@@ -311,6 +326,18 @@ class TestAiConfirm(AssistantCommandTestCase):
         self.assertEqual(len(self.script.db.awaiting_confirmation), 2)
         self.assertEqual(self.demolished, [])
 
+    def test_a_misspelt_discard_runs_nothing_and_drops_nothing(self):
+        for args, refusal in (
+            ("/dicsard Helper = 1", "aiconfirm has no switch /dicsard. Its switches: /discard."),
+            ("/discard/run Helper = 1", "aiconfirm has no switch /run. Its switches: /discard."),
+        ):
+            with self.subTest(args):
+                self.assertEqual(words(self.call(CmdAiConfirm(), args)), refusal)
+        self.assertEqual(self.demolished, [])
+        self.assertEqual(len(self.script.db.awaiting_confirmation), 2)
+        self.call(CmdAiConfirm(), "/disc Helper = 1", "Discarded demolish(")
+        self.assertEqual(len(self.script.db.awaiting_confirmation), 1)
+
     def test_nothing_waiting(self):
         self.script.db.awaiting_confirmation = []
         self.call(CmdAiConfirm(), "Helper", "Helper waits on no dangerous tool call.")
@@ -318,3 +345,23 @@ class TestAiConfirm(AssistantCommandTestCase):
     def test_locked_to_builders(self):
         self.assertTrue(CmdAiConfirm().access(self.char1, "cmd"))
         self.assertFalse(CmdAiConfirm().access(self.char2, "cmd"))
+
+
+class TestSwitches(AssistantCommandTestCase):
+    def test_aiconfig_takes_no_switch_and_changes_nothing(self):
+        self.assertEqual(
+            words(self.call(CmdAiConfig(), "/compact_enabled Helper = no")),
+            "aiconfig has no switch /compact_enabled: it takes none (see help aiconfig).",
+        )
+        self.assertIs(self.script.get_config("compact_enabled"), True)
+
+    def test_every_command_refuses_an_unknown_switch_and_its_help_names_those_it_has(self):
+        cmdset = AssistantCmdSet()
+        cmdset.at_cmdset_creation()
+        for command in cmdset.commands:
+            with self.subTest(command.key):
+                output = self.call(type(command)(), "/bogus Helper = 1")
+                self.assertTrue(output.startswith(f"{command.key} has no switch /bogus"), output)
+                for switch in command.switch_options:
+                    self.assertIn(f"/{switch}", command.__doc__)
+        self.assertEqual(self.script.db.pending_events or [], [])

@@ -7,6 +7,7 @@ from twisted.internet import reactor, task
 
 from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
+from ai.models import CompactionRecord
 from ai.sleep.compaction import compact_conversation_history
 from ai.utils.message_format import summary_text
 
@@ -269,6 +270,19 @@ class TestAiHistory(CompactionCommandTestCase):
             "Usage: aihistory/archived [<assistant>] <row id>",
         )
 
+    def test_an_unknown_switch_or_two_switches_are_refused(self):
+        for args, refusal in (
+            (
+                "/jurnal Helper",
+                "aihistory has no switch /jurnal. Its switches: /journal, /compactions, "
+                "/archived, /pins.",
+            ),
+            ("/journal/pins Helper", "aihistory takes one switch at a time, not /journal/pins."),
+        ):
+            with self.subTest(args):
+                self.assertEqual(" ".join(self.call(CmdAiHistory(), args).split()), refusal)
+        self.call(CmdAiHistory(), "/jour Helper", "Helper's journal is empty.")
+
     def test_locked_to_builders(self):
         self.assertTrue(CmdAiHistory().access(self.char1, "cmd"))
         self.assertFalse(CmdAiHistory().access(self.char2, "cmd"))
@@ -347,7 +361,7 @@ class TestAiCompact(CompactionCommandTestCase):
 
         # It fails a moment later, as a compaction would, after aicompact has answered.
         with patch(
-            "ai.commands.compact_conversation_history",
+            "ai.commands.compaction.compact_conversation_history",
             return_value=task.deferLater(reactor, 0, disk_full),
         ):
             report = self.run_compact()
@@ -377,6 +391,29 @@ class TestAiCompact(CompactionCommandTestCase):
         with patch.object(self.char1, "msg"):
             wait_for(running)
         self.call(CmdAiCompact(), "Helper", "Helper starts compacting")
+
+    def test_a_misspelt_switch_is_refused_and_nothing_is_compacted(self):
+        self.tell_facts()
+        self.make_compactable()
+        before = [message["id"] for message in self.script.history.messages()]
+        for args, refusal in (
+            (
+                "/udno Helper",
+                "aicompact has no switch /udno. Its switches: /undo, /force, /pin, /unpin, "
+                "/pinfact.",
+            ),
+            ("/un Helper", "aicompact: /un could be /undo or /unpin; type more of it."),
+            (
+                "/force/bogus Helper",
+                "aicompact has no switch /bogus. Its switches: /undo, /force, /pin, /unpin, "
+                "/pinfact.",
+            ),
+        ):
+            with self.subTest(args):
+                self.assertEqual(" ".join(self.call(CmdAiCompact(), args).split()), refusal)
+        self.assertIsNone(self.script.ndb.manual_compaction)
+        self.assertEqual([message["id"] for message in self.script.history.messages()], before)
+        self.assertFalse(CompactionRecord.objects.filter(db_script_id=self.script.id).exists())
 
     def test_locked_to_builders(self):
         self.assertTrue(CmdAiCompact().access(self.char1, "cmd"))

@@ -14,11 +14,8 @@ from ai.models import ConversationMessage
 from ai.prompt_assembly import history_units
 from ai.sleep import run_sleep_tick
 from ai.sleep.common import messages_to_compact, split_history
-from ai.sleep.compaction import (
-    MIN_CHUNK_TOKENS,
-    SUMMARY_ANSWER_TOKENS,
-    compact_conversation_history,
-)
+from ai.sleep.compaction import compact_conversation_history
+from ai.sleep.summarizing import MIN_CHUNK_TOKENS, SUMMARY_ANSWER_TOKENS
 from ai.utils.markers import SUMMARY_PREAMBLE
 from ai.utils.message_format import is_summary, summary_text
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration

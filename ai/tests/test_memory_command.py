@@ -65,7 +65,8 @@ class MemoryCommandTestCase(AssistantCommandTestCase):
     def search(self, words):
         """Run aimemory/search and wait for Mem0; return what it sent when it answered."""
         self.aimemory(
-            f"Helper/search {words}", f"Searching the long-term memory of Helper for {words!r}..."
+            f"/search Helper = {words}",
+            f"Searching the long-term memory of Helper for {words!r}...",
         )
         before = len(self.heard)
         wait_for(self.char1.ndb.aimemory_search, timeout=SLOW)
@@ -139,7 +140,7 @@ class TestSearch(MemoryCommandTestCase):
         old, new = self.supersede()
         output = self.search("gate password")
         self.assertIn(
-            "Memories of Helper nearest 'gate password', best first (aimemory Helper/show "
+            "Memories of Helper nearest 'gate password', best first (aimemory/show Helper = "
             "<link> shows one in full):",
             " ".join(output.split()),
         )
@@ -197,7 +198,7 @@ class TestShow(MemoryCommandTestCase):
         self.consolidate()
         link = self.link("Bob runs the forge.")
         entry = link.entry
-        output = self.aimemory(f"Helper/show {link.id}")
+        output = self.aimemory(f"/show Helper = {link.id}")
         self.assertTrue(
             output.startswith(
                 f"Memory link {link.id} of Helper (Mem0 id {link.memory_id}):\n"
@@ -228,13 +229,13 @@ class TestShow(MemoryCommandTestCase):
 
     def test_shows_what_superseded_a_memory_and_what_it_superseded(self):
         old, new = self.supersede()
-        output = self.aimemory(f"Helper/show {old.id}")
+        output = self.aimemory(f"/show Helper = {old.id}")
         since = f"{old.invalid_at.isoformat()[:10]} {old.invalid_at.isoformat()[11:19]}"
         # Wrapped at 78 columns, where the ids' lengths fall (long on PostgreSQL, whose ids
         # are not reused after a test's rollback).
         self.assertIn(f"Superseded: {since} by link {new.id}: {NEW}", " ".join(output.split()))
         self.assertIn("History messages it came from: none recorded.", output)
-        output = self.aimemory(f"Helper/show {new.id}")
+        output = self.aimemory(f"/show Helper = {new.id}")
         self.assertIn(f"Superseded: no, it holds.\nSupersedes: link {old.id}.", output)
 
     def test_marks_a_private_memory_and_a_deleted_entry(self):
@@ -242,19 +243,19 @@ class TestShow(MemoryCommandTestCase):
         self.consolidate()
         link = self.link("Char's locker code is 4471.")
         self.assertIn(
-            f"Audience: private to {self.char1.dbref}.", self.aimemory(f"Helper/show {link.id}")
+            f"Audience: private to {self.char1.dbref}.", self.aimemory(f"/show Helper = {link.id}")
         )
         JournalEntry.objects.filter(id=link.entry_id).delete()  # a builder withdrew it
         self.assertIn(
             "Source entry: deleted from the journal (the next sleep drops this memory).",
-            " ".join(self.aimemory(f"Helper/show {link.id}").split()),
+            " ".join(self.aimemory(f"/show Helper = {link.id}").split()),
         )
 
     def test_shows_a_long_memory_whole_within_78_columns(self):
         long = "The harbour master keeps " + "a very long ledger of ships " * 10 + "."
         self.journal(long)
         self.consolidate()
-        output = self.aimemory(f"Helper/show {self.link(long).id}")
+        output = self.aimemory(f"/show Helper = {self.link(long).id}")
         self.assertIn(" ".join(long.split()), " ".join(output.split()))
 
 
@@ -267,7 +268,7 @@ class TestProfiles(MemoryCommandTestCase):
         )
         add_observation(self.assistant, self.char2, "I sell bread.")
         run_entity_consolidation_batch(self.script, self.assistant, 20)
-        output = self.aimemory("Helper/profiles")
+        output = self.aimemory("/profiles Helper")
         old = self.assistant.ai_observations.get(text="I live in Oakvale.").invalid_at.isoformat()
         char = self.char1.dbref
         self.assertRegex(
@@ -279,19 +280,19 @@ class TestProfiles(MemoryCommandTestCase):
             r"I live in\s+Oakvale\.",
         )
         self.assertIn(f"Char2 ({self.char2.dbref}): 1 current, 0 superseded", output)
-        only = self.aimemory("Helper/profiles char2")
+        only = self.aimemory("/profiles Helper = char2")
         self.assertIn("Entity profiles of Helper (1;", only)
         self.assertNotIn("Oakvale", only)
-        self.assertIn("I sell bread.", self.aimemory(f"Helper/profiles {self.char2.dbref}"))
-        self.aimemory("Helper/profiles Dana", "Helper has no entity profile of 'Dana'.")
+        self.assertIn("I sell bread.", self.aimemory(f"/profiles Helper = {self.char2.dbref}"))
+        self.aimemory("/profiles Helper = Dana", "Helper has no entity profile of 'Dana'.")
 
     def test_says_when_there_are_none(self):
-        self.aimemory("Helper/profiles", "Helper has no entity profiles.")
+        self.aimemory("/profiles Helper", "Helper has no entity profiles.")
 
     def test_long_output_is_paged(self):
         for number in range(40):
             add_observation(self.assistant, self.char1, f"I own {number} goats in the hills.")
-        output = self.aimemory("Helper/profiles")
+        output = self.aimemory("/profiles Helper")
         self.assertRegex(output, r"Page \[1/\d\]")
         self.assertIsNotNone(self.char1.ndb._more)
 
@@ -300,22 +301,53 @@ class TestErrors(MemoryCommandTestCase):
     def test_each_mistake_is_named_in_one_line(self):
         self.aimemory("Nobody", "Found 0 assistants matching 'Nobody'; name exactly one.")
         self.aimemory(
-            "Nobody/search gate", "Found 0 assistants matching 'Nobody'; name exactly one."
+            "/search Nobody = gate", "Found 0 assistants matching 'Nobody'; name exactly one."
         )
+        self.aimemory("/search Helper", "Usage: aimemory/search [<assistant>] = <words>")
+        self.aimemory("/show Helper =", "Usage: aimemory/show [<assistant>] = <link id>")
+        self.aimemory("Helper = gate", "Usage: aimemory [<assistant>]")
         self.aimemory(
-            "Helper/forget gate", "aimemory has no switch /forget; use /search, /show or /profiles."
+            "/show Helper = twelve", "'twelve' is not a link id: give the number /search shows."
         )
-        self.aimemory("Helper/search", "Usage: aimemory Helper/search <words>")
-        self.aimemory("Helper/show", "Usage: aimemory Helper/show <link id>")
-        self.aimemory(
-            "Helper/show twelve", "'twelve' is not a link id: give the number /search shows."
-        )
-        self.aimemory("Helper/show 9999", "Helper has no memory link 9999.")
+        self.aimemory("/show Helper = 9999", "Helper has no memory link 9999.")
         long = "nine" * 30  # the answer is wrapped within 78 columns (aimemory checks)
-        output = self.aimemory(f"Helper/show {long}")
+        output = self.aimemory(f"/show Helper = {long}")
         self.assertTrue(output.startswith("'ninenine"), output)
         self.assertIn(
             "' is not a link id: give the number /search shows.", " ".join(output.split())
+        )
+
+    def test_an_unknown_switch_is_refused_and_nothing_is_searched(self):
+        for args, refusal in (
+            (
+                "/serch Helper = gate",
+                "aimemory has no switch /serch. Its switches: /search, /show, /profiles.",
+            ),
+            (
+                "Helper/serch gate",
+                "aimemory has no switch /serch. Its switches: /search, /show, /profiles.",
+            ),
+            ("/s Helper = gate", "aimemory: /s could be /search or /show; type more of it."),
+            ("/search/show Helper = 1", "aimemory takes one switch at a time, not /search/show."),
+        ):
+            with self.subTest(args):
+                self.assertEqual(" ".join(self.aimemory(args).split()), refusal)
+        self.assertIsNone(self.char1.ndb.aimemory_search)
+
+    def test_the_old_spelling_still_works_and_says_the_new_one(self):
+        self.assertEqual(
+            self.aimemory("Helper/profiles").splitlines(),
+            [
+                "(Deprecated spelling: write aimemory/profiles Helper.)",
+                "Helper has no entity profiles.",
+            ],
+        )
+        self.assertEqual(
+            self.aimemory("Helper/show 9999").splitlines(),
+            [
+                "(Deprecated spelling: write aimemory/show Helper = 9999.)",
+                "Helper has no memory link 9999.",
+            ],
         )
 
     def test_a_link_of_another_assistant_is_not_found(self):
@@ -323,11 +355,15 @@ class TestErrors(MemoryCommandTestCase):
         add_entry(other, "The sage hides the key under the bell.", "conversation")
         links, _ = links_for(other, list(JournalEntry.objects.filter(db_object_id=other.id)))
         link = next(iter(links.values()))
-        self.aimemory(f"Helper/show {link.id}", f"Helper has no memory link {link.id}.")
+        self.aimemory(f"/show Helper = {link.id}", f"Helper has no memory link {link.id}.")
 
     def test_without_a_name_the_only_assistant_here_is_shown(self):
         self.aimemory("", "Long-term memory of Helper")
         self.aimemory("/profiles", "Helper has no entity profiles.")
+        self.aimemory("/profiles = Dana", "Helper has no entity profile of 'Dana'.")
+        self.aimemory("/search = gate", "Searching the long-term memory of Helper for 'gate'...")
+        wait_for(self.char1.ndb.aimemory_search, timeout=SLOW)
+        self.assertIn("Helper remembers nothing near 'gate'.", strip_ansi(str(self.heard[-1])))
 
     def test_locked_to_builders_and_in_the_command_set(self):
         self.assertTrue(CmdAiMemory().access(self.char1, "cmd"))

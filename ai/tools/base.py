@@ -7,8 +7,8 @@ from typing import Callable
 from jsonschema import Draft202012Validator, SchemaError
 
 from ..helpers.journal import cited_messages
+from ..utils.tool_categories import TOOL_CATEGORIES
 
-TOOL_CATEGORIES = ("safe", "terminal", "dangerous", "journal", "memory", "communication")
 # Parameters several tools take, in JSON schema.
 IMPORTANCE_PARAMETER = {
     "type": "integer",
