@@ -39,12 +39,15 @@ def may_hear(item_audience, listeners):
 
 
 def may_supersede(newer_audience, older_audience):
-    """Tell whether a fact kept for ``newer_audience`` may mark an older one out of date.
+    """Tell whether a fact kept for ``newer_audience`` may mark one kept for
+    ``older_audience`` out of date: only when both are kept for the same listeners.
 
-    Only a public fact, or one kept for the same listeners: what one player whispered must
-    not change what the room is told.
+    A whisper never outdates what the room knows: one player would change what everyone is
+    told. Nor does a public line outdate a whisper: another player could mark what one
+    player whispered as no longer true, and a public turn would learn that the whisper
+    exists ("It replaces 1 older fact").
     """
-    return not newer_audience or sorted(newer_audience) == sorted(older_audience or ())
+    return sorted(newer_audience or ()) == sorted(older_audience or ())
 
 
 def visible_messages(messages, listeners):

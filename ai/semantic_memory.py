@@ -26,6 +26,7 @@ from twisted.internet import defer
 from .config import ai_setting
 from .helpers.memory_links import (
     NOT_FACTS,
+    audience_key,
     links_for,
     memory_metadata,
     memory_namespace,
@@ -148,10 +149,25 @@ def find_memory(memory, namespace, link_id):
     return results[0]["id"] if results else None
 
 
-def search_memories(memory, namespace, query, limit):
-    """Return up to ``limit`` memories nearest ``query``: ``(id, text, score)``, best first."""
-    found = memory.search(query, filters={"user_id": namespace}, limit=limit)
+def search_memories(memory, namespace, query, limit, **metadata):
+    """Return up to ``limit`` memories nearest ``query``: ``(id, text, score)``, best first;
+    with ``metadata``, only memories whose Mem0 metadata holds those values."""
+    found = memory.search(query, filters={"user_id": namespace, **metadata}, top_k=limit)
     return [(hit["id"], hit["memory"], hit.get("score") or 0.0) for hit in found["results"]]
+
+
+def search_heard(memory, namespace, query, audience, limit):
+    """Return up to ``limit`` memories nearest ``query`` that ``audience`` may hear:
+    ``(id, text, score)``, best first.
+
+    Public memories and those kept for exactly these listeners (what a turn learns is kept
+    for its own audience), each searched apart, so that memories kept for others never
+    crowd them out of the answer.
+    """
+    hits = []
+    for key in sorted({"", audience_key(audience)}):
+        hits += search_memories(memory, namespace, query, limit, audience=key)
+    return sorted(hits, key=lambda hit: hit[2], reverse=True)[:limit]
 
 
 def missing_memories(memory, memory_ids):
@@ -180,8 +196,8 @@ def recall(character, query, audience, limit, exclude_sources=()):
     if not limit or not (query or "").strip():
         return []
     namespace = memory_namespace(character)
-    # More than asked: some will be kept for other listeners or superseded.
-    hits = yield WORKER.call(search_memories, namespace, query, limit * 4)
+    # More than asked: some are superseded, or drawn from messages the prompt shows.
+    hits = yield WORKER.call(search_heard, namespace, query, audience, limit * 4)
     return recalled(character, hits, audience, limit, exclude_sources)
 
 
@@ -193,7 +209,8 @@ def remember_batch(memory, namespace, items):
     """Add each item's memory unless Mem0 has it; say which were added and what is near.
 
     Runs on the memory worker, which also compares the words of each new fact with its
-    nearest memories, so the reactor only loads the few links a fact may replace.
+    nearest memories of the same audience, so the reactor only loads the few links a fact
+    may replace.
     ``items`` are ``(link id, memory id or "", resumed, text, metadata)``; a resumed link
     (made by an earlier, interrupted batch) is looked up first.
 
@@ -206,7 +223,9 @@ def remember_batch(memory, namespace, items):
             memory_id = find_memory(memory, namespace, link_id)
         added = not memory_id
         memory_id = memory_id or add_memory(memory, namespace, text, metadata)
-        near = search_memories(memory, namespace, text, NEIGHBOURS)
+        # Only a memory kept for the same listeners may be replaced (``may_supersede``):
+        # those kept for others must not crowd it out of the search.
+        near = search_memories(memory, namespace, text, NEIGHBOURS, audience=metadata["audience"])
         replaced = [hit for hit, old, _ in near if hit != memory_id and replaces(text, old)]
         remembered.append((link_id, memory_id, added, replaced))
     return remembered

@@ -4,7 +4,9 @@ Each iteration assembles the context type's prompt, calls the model once, append
 assistant message and one tool message per call (so history can be sent back unchanged),
 and stops on: a terminal tool, ``noop``, no tool call, a tool outside the context's filter
 (not run), a dangerous tool awaiting confirmation, a model error, or the pattern's
-iteration limit.
+iteration limit. An answer's writes run before its other calls, and what it says is said
+once they ran: when a write failed, its reply is held back and the model asked again with
+the failure in view, so that the assistant never claims what did not happen.
 """
 
 import json
@@ -28,7 +30,7 @@ from .prompt_rendering import recall_query
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
-from .tools.communication import emote, speak, without_own_name
+from .tools.communication import emote, speak, spoken
 from .utils.echo import is_echo, repeats_itself
 from .utils.intentions import only_announces
 from .utils.message_format import SendableMessages
@@ -65,6 +67,9 @@ class LoopResult:
             already, or no retry left this turn).
         text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
         malformed_tool_calls (list): Text that looked like a tool call but was none.
+        held (list): Replies not said because a write the same answer asked for (a journal
+            entry, a memory, a pin) failed: they may claim it happened. The model is asked
+            again, once its results show the failure.
     """
 
     context_type: str
@@ -84,6 +89,7 @@ class LoopResult:
     intentions_withheld: list = field(default_factory=list)
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
+    held: list = field(default_factory=list)
 
 
 # Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
@@ -114,6 +120,13 @@ INTENTION_NUDGE = (
 # What the turn's audience sees when an answer only announced a tool use and was not said:
 # an honest sign that no answer came, never recorded (the model would copy it).
 NO_ANSWER_EMOTE = "{name} hesitates, and does not answer."
+
+
+# The result of a reply held back because a write of its answer failed.
+HELD_REPLY = (
+    "{writes} failed (see its result), so this reply may say that something happened "
+    "which did not. Reply again, true to what happened"
+)
 
 
 def _not_run(call, why):
@@ -233,7 +246,9 @@ def run_react_loop(
     result = LoopResult(context_type=context_type, pattern=pattern)
     tool_result = None
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
-    for iteration in range(1, pattern.max_iterations + 1):
+    iteration, limit = 0, pattern.max_iterations
+    while iteration < limit:
+        iteration += 1
         history = turn.history()
         prompt = assemble_prompt(
             script,
@@ -258,7 +273,7 @@ def run_react_loop(
             result.stop_reason = "over_window"
             break
         purpose = "reply" if config.speaks else "task"
-        points = cache_points(prompt, iteration < pattern.max_iterations)
+        points = cache_points(prompt, iteration < limit)
         calling = call_llm(
             script, prompt.messages, tools=schemas, purpose=purpose, cache_points=points
         )
@@ -283,19 +298,29 @@ def run_react_loop(
             break
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
-        speech = without_own_name(character, _speech(script, answer, config, event, result))
-        turn.record(_recorded(answer, config, speech))
+        speech = spoken(character, _speech(script, answer, config, event, result))
+        ran = yield _run_calls(answer.tool_calls, allowed, pattern, context, result)
+        held = bool(speech and ran.failed_writes)
+        if held:
+            result.held.append(speech)
+            speech = ""
+        # The answer joins history once its calls ran: its text only if it was said.
+        turn.record(_recorded(answer, config, speech, held))
+        for message in ran.messages:
+            turn.record(message)
         if speech:
-            speak(character, speech, audience)
-            result.said.append(speech)
+            said, _ = speak(character, speech, audience)
+            result.said.append(said)
         if not answer.tool_calls:
             result.stop_reason = "no_tool_call"
             break
-        result.stop_reason, tool_result = yield _run_calls(
-            answer.tool_calls, allowed, pattern, context, turn, result
-        )
+        result.stop_reason, tool_result = ran.stop, ran.last
+        if (held or ran.held) and result.stop_reason in ("noop", "terminal_tool"):
+            result.stop_reason = ""  # the reply is still owed
         if result.stop_reason:
             break
+        if (held or ran.held) and iteration == limit == pattern.max_iterations:
+            limit += 1  # a held reply is asked for again, even at the limit (once a turn)
     else:
         result.stop_reason = "max_iterations"
     return result
@@ -432,57 +457,101 @@ def _speech(script, answer, config, event, result):
     return text
 
 
-def _recorded(answer, config, speech):
+def _recorded(answer, config, speech, held=False):
     """Return the assistant message that joins the turn's messages, or None.
 
-    Scratch text (of a context that does not speak, or withheld) stays out of history;
-    the tool calls always go in, so that their results have the call they answer.
+    Scratch text (of a context that does not speak, withheld, or held back) stays out of
+    history; the tool calls always go in, so that their results have the call they answer.
     """
     if not answer.tool_calls:
         return {"role": "assistant", "content": speech} if speech else None
-    content = answer.content if config.speaks and not looks_like_markup(answer.content) else None
+    shown = config.speaks and not held and not looks_like_markup(answer.content)
+    content = (speech or answer.content) if shown else None
     return {"role": "assistant", "content": content or None, "tool_calls": answer.tool_calls}
 
 
+@dataclass
+class _Ran:
+    """What running one answer's tool calls did.
+
+    Attributes:
+        messages (list): The tool results, in the order of the calls, then the follow-ups.
+        stop (str): Why the loop stops here, or "".
+        last (str): The last result's text, or None.
+        failed_writes (list): Names of the writes that failed (``Tool.writes``).
+        held (bool): Whether a ``say`` call was held back for them.
+    """
+
+    messages: list = field(default_factory=list)
+    stop: str = ""
+    last: str = None
+    failed_writes: list = field(default_factory=list)
+    held: bool = False
+
+
 @defer.inlineCallbacks
-def _run_calls(calls, allowed, pattern, context, turn, result):
-    """Run one answer's tool calls, in order, each waited for.
+def _run_calls(calls, allowed, pattern, context, result):
+    """Run one answer's tool calls, each waited for: its writes first, so that a reply it
+    asks for (``say``) is held back when one of them failed; then the others in order.
 
     Returns:
-        Deferred: Fires with ``(stop reason or "", last tool result text)``.
+        Deferred: Fires with a :class:`_Ran`.
     """
-    stop, last = "", None
-    for call in calls:
+    ran, results = _Ran(), {}
+    writes_first = sorted(calls or (), key=lambda call: not _writes(call, allowed))
+    for call in writes_first:
         name = call["function"]["name"]
-        if stop in ("tool_not_allowed", "awaiting_confirmation"):
-            turn.record(_not_run(call, "the turn ended before this call"))
+        if ran.stop in ("tool_not_allowed", "awaiting_confirmation"):
+            results[call["id"]] = _not_run(call, "the turn ended before this call")
             continue
         if name not in allowed:
-            turn.record(_not_run(call, f"{name} is not available in {context.context_type}"))
+            results[call["id"]] = _not_run(
+                call, f"{name} is not available in {context.context_type}"
+            )
             result.tools_refused.append(name)
-            stop = "tool_not_allowed"
+            ran.stop = "tool_not_allowed"
             continue
         tool = get_tool(name)
         if tool.is_dangerous and pattern.dangerous_requires_confirm:
-            turn.record(_not_run(call, f"{name} is dangerous and awaits a builder's confirmation"))
+            results[call["id"]] = _not_run(
+                call, f"{name} is dangerous and awaits a builder's confirmation"
+            )
             awaiting = list(context.script.db.awaiting_confirmation or [])
             # The turn's audience goes with it: the call runs, later, for them alone.
             context.script.db.awaiting_confirmation = awaiting + [
                 {**call, "audience": context.audience}
             ]
-            stop = "awaiting_confirmation"
+            ran.stop = "awaiting_confirmation"
+            continue
+        if name == "say" and ran.failed_writes:
+            results[call["id"]] = _not_run(
+                call, HELD_REPLY.format(writes=", ".join(ran.failed_writes))
+            )
+            result.held.append(_say_messages([call])[0])
+            ran.held = True
             continue
         outcome = yield defer.maybeDeferred(execute_tool, call, context)
-        turn.record({"role": "tool", "tool_call_id": call["id"], "content": outcome.content})
+        results[call["id"]] = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "content": outcome.content,
+        }
         result.tools_called.append(name)
-        last = outcome.content
+        ran.last = outcome.content
+        if tool.writes and not outcome.ok:
+            ran.failed_writes.append(name)
         if name == "say" and outcome.ok:
             result.said.append(outcome.data.get("message", ""))
         if name == "noop":
-            stop = stop or "noop"
+            ran.stop = ran.stop or "noop"
         elif tool.is_terminal and pattern.terminal_ends_loop:
-            stop = stop or "terminal_tool"
-    for message in context.follow_ups:
-        turn.record(message)
+            ran.stop = ran.stop or "terminal_tool"
+    ran.messages = [results[call["id"]] for call in calls or ()] + context.follow_ups
     context.follow_ups.clear()
-    return stop, last
+    return ran
+
+
+def _writes(call, allowed):
+    """Tell whether ``call`` asks for one of the ``allowed`` tools that write (``Tool.writes``)."""
+    name = call["function"]["name"]
+    return name in allowed and get_tool(name).writes

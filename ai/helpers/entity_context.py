@@ -82,8 +82,8 @@ def run_entity_consolidation_batch(script, character, batch_size):
 
     A new observation that says something else of what an older one said ("Dana moved to
     Rivertown" after "Dana lives in Oakvale") marks the older superseded, with when and by
-    what; a repeat is folded into the observation it repeats (its sources added). A private observation only
-    supersedes one kept for the same listeners, never what the room knows.
+    what; a repeat is folded into the observation it repeats (its sources added). Only an
+    observation kept for the same listeners is superseded (``audience.may_supersede``).
 
     Returns:
         dict: ``consolidated`` (observation ids), ``superseded`` and ``merged`` (ids).

@@ -93,12 +93,17 @@ def remembered_entries(character, entry_ids):
     )
 
 
+def audience_key(audience):
+    """Return how Mem0's metadata names an audience: its dbrefs, sorted, or "" (public)."""
+    return ",".join(sorted(audience or ()))
+
+
 def memory_metadata(link):
     """Return what Mem0 stores beside a memory: its link and who may hear it."""
     return {
         "link": str(link.id),
         "entry": link.entry.entry_id if link.entry else "",
-        "audience": ",".join(link.audience or ()),
+        "audience": audience_key(link.audience),
     }
 
 
@@ -111,8 +116,9 @@ def supersede_older(character, newer):
             link first (see ``semantic_memory.remember_batch``); only memories that still
             hold and are no newer than the link are superseded.
 
-    Only memories as public as the new one or kept for the same listeners are touched: a
-    fact whispered by one player never marks what the room knows as out of date.
+    Only memories kept for the same listeners as the new one are touched
+    (``audience.may_supersede``): a whisper never outdates what the room knows, nor a
+    public line what one player whispered.
 
     Returns:
         list: The superseded links (saved).

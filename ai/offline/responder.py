@@ -7,11 +7,14 @@ greeting is returned; a pose is nodded to; anything else is acknowledged. A lead
 greeting ("Hello Helper! I buried...") does not hide the statement after it.
 When a speaking tool is offered, the reply goes through it. When journal tools are offered,
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
-a first-person fact also updates the speaker's entity profile (``update_entity_observation``).
+a first-person fact also updates the speaker's entity profile (``update_entity_observation``);
+it promises to remember a fact only then, and when the contrib held its reply back because
+the entry was refused, it says that it could not note it down.
 Asked "give me the <thing>" with ``give`` offered, it says so and calls ``give``; asked
 to look at, read or describe something with ``look`` offered, it looks and says so (a turn
 is one call), and later questions are answered from what it saw.
-Once it has spoken, the engine ends the turn with ``noop`` (or plain text without it).
+Once it has spoken (a ``say`` that ran), the engine ends the turn with ``noop`` (or plain
+text without it).
 
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
 one fact not yet journaled per call, then ``noop``. Given a compaction transcript, it
@@ -150,8 +153,9 @@ def best_recollection(question, messages):
     return None
 
 
-def compose_reply(speaker, text, messages, verb="says"):
-    """Return the words the assistant says back to ``speaker``."""
+def compose_reply(speaker, text, messages, verb="says", can_note=True):
+    """Return the words the assistant says back to ``speaker``; a fact stated is promised
+    to be remembered only when it ``can_note`` it (a journal tool is offered)."""
     who = speaker or "friend"
     if verb == "emotes":
         return f"Hello, {who}!" if _GESTURES & set(words(text)) else f"Yes, {who}?"
@@ -166,7 +170,7 @@ def compose_reply(speaker, text, messages, verb="says"):
         if source:
             return f"{source} told me: {fact}"
         return f"From what I recall: {fact}"
-    if is_fact(text):
+    if is_fact(text) and can_note:
         return f"Understood, {who}. I'll remember that."
     if greets(text):
         return f"Hello, {who}! How can I help?"
@@ -204,6 +208,33 @@ def journaled_contents(messages):
             if call["function"]["name"] == "add_journal_entry":
                 contents.add(json.loads(call["function"]["arguments"] or "{}").get("content"))
     return contents
+
+
+def _results(turn):
+    """Return ``{tool call id: its result}`` for the tool results among ``turn``."""
+    return {m.get("tool_call_id"): m.get("content") or "" for m in turn if m.get("role") == "tool"}
+
+
+def _calls(turn, name):
+    """Return the calls of tool ``name`` among ``turn``, with their results ("" for none)."""
+    results = _results(turn)
+    return [
+        (call, results.get(call["id"], ""))
+        for message in turn
+        for call in message.get("tool_calls") or ()
+        if call["function"]["name"] == name
+    ]
+
+
+def _ran(turn, name):
+    """Tell whether a call of tool ``name`` among ``turn`` ran (the contrib may hold one)."""
+    return any(not result.startswith("Not run") for _, result in _calls(turn, name))
+
+
+def _failed(turn, name):
+    """Tell whether a call of tool ``name`` among ``turn`` did not do what it was asked."""
+    done = ("Journaled", "Already journaled")
+    return any(not result.startswith(done) for _, result in _calls(turn, name))
 
 
 def extract_next_fact(messages, names):
@@ -265,16 +296,16 @@ def respond(messages, tools=None):
         return Reply(content="I am here.")
     turn = messages[last_user + 1 :]
     speaker, verb, text = read_event(messages[last_user].get("content"))
-    reply_text = compose_reply(speaker, text, _known_at(messages, last_user), verb)
+    known = _known_at(messages, last_user)
+    reply_text = compose_reply(speaker, text, known, verb, "add_journal_entry" in names)
     speak_tool = next((name for name in SPEAK_TOOL_NAMES if name in names), None)
     if speak_tool is None:
         return Reply(content=reply_text)
-    already_spoke = any(
-        call["function"]["name"] == speak_tool
-        for message in turn
-        for call in message.get("tool_calls") or ()
-    )
-    if not already_spoke:
+    if not _ran(turn, speak_tool) and _failed(turn, "add_journal_entry"):
+        # Its reply was held back: the note it promised was refused.
+        sorry = f"I'm sorry, {speaker or 'friend'}: I could not note that down."
+        return Reply(tool_calls=[make_tool_call(speak_tool, {"message": sorry}, len(messages))])
+    if not _ran(turn, speak_tool):
         wanted_look = _LOOK_REQUEST.search(text) if "look" in names and speaker else None
         if wanted_look:
             thing = _LOOK_TAIL.sub("", wanted_look["thing"].strip())

@@ -1,9 +1,13 @@
 """Long-term memory on real Mem0 (local FAISS and embedder): consolidation, recall,
 facts that change, privacy, the memory tools and a reload mid-consolidation."""
 
+from datetime import timedelta
+from importlib import import_module
 from unittest.mock import patch
 
+from django.apps import apps as django_apps
 from django.test import override_settings
+from django.utils import timezone
 
 from ai.helpers.entity_context import (
     add_observation,
@@ -13,7 +17,7 @@ from ai.helpers.entity_context import (
 )
 from ai.helpers.journal import add_entry
 from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
-from ai.models import JournalEntry, MemoryLink
+from ai.models import EntityObservation, JournalEntry, MemoryLink
 from ai.semantic_memory import WORKER, add_memory, recall
 from ai.sleep import run_sleep_tick
 from ai.sleep.consolidation import (
@@ -26,6 +30,7 @@ from ai.utils.facts import replaces
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
 SLOW = 120  # seconds: the first test of a run loads the embedder
+CODE_NOW_1111 = '{"content": "Char\'s vault code is now 1111."}'
 
 
 def stored_memories(character):
@@ -49,6 +54,11 @@ class MemoryTestCase(AssistantTestCase):
 
     def journal(self, text, audience=None):
         return add_entry(self.assistant, text, "conversation", audience=audience)
+
+    def run_tool(self, name, arguments, audience=None):
+        context = ToolContext(self.script, self.assistant, "sleep_consolidate", audience=audience)
+        call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        return wait_for(defer_result(execute_tool(call, context)), timeout=SLOW)
 
 
 class TestConsolidation(MemoryTestCase):
@@ -212,6 +222,118 @@ class TestPrivateMemories(MemoryTestCase):
             [("The gate password is swordfish.", None)],
         )
 
+    def test_a_line_said_aloud_never_outdates_a_whisper(self):
+        """Char whispers a code; Char2 says aloud it changed; a sleep later Char's own
+        memory still holds the whispered code as current."""
+        self.char1.execute_cmd("whisper Helper = My vault code is 4417.")
+        self.tick()
+        self.char2.execute_cmd("say Char's vault code is now 1111.")
+        self.tick()
+        heard_by = {e.content: e.audience for e in JournalEntry.objects.all()}
+        self.assertEqual(
+            heard_by,
+            {
+                "Char said: My vault code is 4417.": [self.char1.dbref],
+                "Char2 said: Char's vault code is now 1111.": None,
+            },
+        )
+        result = wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        self.assertEqual(result["memory_consolidation"]["superseded"], [])
+        found = self.recall("vault code", audience=[self.char1.dbref])
+        current = {m["text"] for m in found if m["invalid_at"] is None}
+        self.assertIn("Char said: My vault code is 4417.", current)
+        self.assertTrue(all(m["invalid_at"] is None for m in found), found)
+
+    def test_a_whisper_is_outdated_by_a_later_whisper_of_the_same_listener(self):
+        self.journal("Char's vault code is 4417.", audience=[self.char1.dbref])
+        self.consolidate()
+        self.journal("Char's vault code is now 2020.", audience=[self.char2.dbref])
+        self.journal("Char's vault code is now 1111.")
+        self.assertEqual(self.consolidate()["superseded"], [])
+        self.journal("Char's vault code is now 5555.", audience=[self.char1.dbref])
+        self.assertEqual(len(self.consolidate()["superseded"]), 1)
+        found = self.recall("vault code", audience=[self.char1.dbref])
+        self.assertEqual(
+            [m["text"] for m in found if m["invalid_at"] is None][:1],
+            ["Char's vault code is now 5555."],
+        )
+        older = next(m for m in found if m["invalid_at"])
+        self.assertEqual(older["text"], "Char's vault code is 4417.")
+
+    def test_whispers_near_a_public_fact_hide_it_neither_from_its_change_nor_recall(self):
+        self.journal("The gate password is swordfish.")
+        self.consolidate()
+        for number in range(30):
+            self.journal(f"The gate password is now x{number}.", audience=[f"#{900 + number}"])
+        self.consolidate(batch=30)
+        self.journal("The gate password is now marmalade.")
+        self.assertEqual(len(self.consolidate()["superseded"]), 1)
+        found = self.recall("gate password")
+        self.assertEqual(
+            [(m["text"], m["invalid_at"] is None) for m in found],
+            [
+                ("The gate password is now marmalade.", True),
+                ("The gate password is swordfish.", False),
+            ],
+        )
+
+    def test_storing_a_fact_aloud_never_tells_that_a_whispered_one_exists(self):
+        self.journal("Char's vault code is 4417.", audience=[self.char1.dbref])
+        self.consolidate()
+        stored = self.run_tool("store_memory", CODE_NOW_1111)
+        self.assertTrue(stored.ok, stored.content)
+        self.assertNotIn("replaces", stored.content)
+        whispered = self.recall("vault code", audience=[self.char1.dbref])
+        self.assertTrue(all(m["invalid_at"] is None for m in whispered), whispered)
+
+    def test_an_observation_made_aloud_never_outdates_a_whispered_one(self):
+        add_observation(self.assistant, self.char1, "I live in Oakvale.", [], [self.char1.dbref])
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.")
+        result = run_entity_consolidation_batch(self.script, self.assistant, 20)
+        self.assertEqual(result["superseded"], [])
+        self.assertEqual(
+            observations_for(self.assistant, self.char1.dbref, [self.char1.dbref], 10),
+            ["I live in Oakvale.", "I moved to Rivertown."],
+        )
+
+    def test_the_upgrade_restores_whispers_that_a_public_line_outdated(self):
+        whisper, now = [self.char1.dbref], timezone.now()
+        old, aloud, later = (
+            MemoryLink.objects.create(
+                db_object=self.assistant,
+                memory_id=f"m{n}",
+                text=text,
+                audience=heard_by,
+                valid_from=now + timedelta(minutes=n),
+            )
+            for n, (text, heard_by) in enumerate(
+                [
+                    ("Char's vault code is 4417.", whisper),
+                    ("Char's vault code is now 1111.", None),
+                    ("Char's vault code is now 5555.", whisper),
+                ]
+            )
+        )
+        add_observation(self.assistant, self.char1, "I live in Oakvale.", [], whisper)
+        add_observation(self.assistant, self.char1, "I moved to Rivertown.")
+        first, second = EntityObservation.objects.order_by("id")
+        EntityObservation.objects.update(consolidated=True)
+        # As an older version left them: outdated by a fact of another audience.
+        for row, newer in ((old, aloud), (first, second)):
+            type(row).objects.filter(id=row.id).update(
+                invalid_at=timezone.now(), superseded_by=newer
+            )
+        upgrade = import_module("ai.migrations.0015_supersession_within_one_audience")
+        upgrade.resettle_supersessions(django_apps, None)
+        old.refresh_from_db()
+        self.assertEqual((old.superseded_by, old.invalid_at), (later, later.valid_from))
+        first.refresh_from_db()
+        self.assertEqual((first.superseded_by, first.invalid_at), (None, None))
+        self.assertEqual(
+            observations_for(self.assistant, self.char1.dbref, whisper, 10),
+            ["I live in Oakvale.", "I moved to Rivertown."],
+        )
+
     def test_a_whispered_observation_never_outdates_the_public_profile(self):
         add_observation(self.assistant, self.char1, "I live in Oakvale.")
         add_observation(self.assistant, self.char1, "I moved to Rivertown.", [], [self.char1.dbref])
@@ -295,11 +417,6 @@ class TestRecallInThePrompt(MemoryTestCase):
 
 
 class TestMemoryTools(MemoryTestCase):
-    def run_tool(self, name, arguments, audience=None):
-        context = ToolContext(self.script, self.assistant, "sleep_consolidate", audience=audience)
-        call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
-        return wait_for(defer_result(execute_tool(call, context)), timeout=SLOW)
-
     def test_store_then_recall_and_a_change_reported(self):
         stored = self.run_tool("store_memory", '{"content": "The ferry leaves at noon."}')
         self.assertTrue(stored.ok, stored.content)

@@ -142,7 +142,8 @@ class TestArgumentValidation(ToolTestCase):
         result = self.assert_refused({})
         self.assertEqual(
             result.content,
-            "Invalid arguments for add_journal_entry: 'content' is a required property",
+            "Invalid arguments for add_journal_entry: 'content' is a required property. "
+            "Nothing was done.",
         )
 
     def test_wrong_type(self):

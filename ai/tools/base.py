@@ -87,6 +87,12 @@ class Tool:
         return "terminal" in self.categories
 
     @property
+    def writes(self):
+        """True if this tool keeps something (a journal entry, a memory, a pin): its
+        failure must be told before any reply claims it happened."""
+        return bool(self.categories & {"journal", "memory"}) and "safe" not in self.categories
+
+    @property
     def is_dangerous(self):
         """True if this tool may need confirmation before it runs."""
         return "dangerous" in self.categories

@@ -1,26 +1,52 @@
-"""Speaking: ``say`` makes the assistant talk in its room, or whisper in a private turn."""
+"""Speaking: ``say`` makes the assistant talk in its room, or whisper in a private turn.
+
+What the model's words send to players is first made :func:`spoken` (plain text, see
+``ai.utils.speech``, without the speaker tag a small model copies), then said in lines of
+at most ``SPEECH_LIMIT`` characters: a longer answer is said in parts, and what is beyond
+``MAX_SPEECH_PARTS`` of them is cut, with a mark players see. Nothing is dropped unsaid.
+"""
 
 import re
 
 from ..audience import listeners_of
+from ..utils.speech import plain_speech, speech_parts
 from ..utils.text_tool_calls import looks_like_markup
 from .base import Tool, ToolResult
 from .registry import register_tool
 
+# The longest line the assistant says at once, and how many lines one answer may take.
+SPEECH_LIMIT = 2000
+MAX_SPEECH_PARTS = 4
+
+
+def spoken(character, text):
+    """Return what players may hear of the model's ``text``: plain, without a speaker tag."""
+    return without_own_name(character, plain_speech(text))
+
 
 def speak(character, message, audience=None):
-    """Say ``message`` to the room, or whisper it to ``audience`` (dbrefs) only.
+    """Say ``message`` to the room, or whisper it to ``audience`` (dbrefs) only, in parts
+    when it is longer than ``SPEECH_LIMIT`` characters.
 
     Returns:
-        str: How it was said, for the tool result (``You said`` or ``You whispered to``).
+        tuple: ``(said, report)``: the words said (a cut marked), and how they were said,
+        for the tool result (``You said: ...``, ``You whispered to <name>: ...``).
     """
-    if not audience:
-        character.at_say(message)
-        return "You said"
+    parts, left_out = speech_parts(message, SPEECH_LIMIT, MAX_SPEECH_PARTS)
     listeners = listeners_of(audience)
-    if listeners:
-        character.at_say(message, whisper=True, receivers=listeners)
-    return f"You whispered to {', '.join(obj.key for obj in listeners) or 'nobody'}"
+    for part in parts:
+        if not audience:
+            character.at_say(part)
+        elif listeners:
+            character.at_say(part, whisper=True, receivers=listeners)
+    names = ", ".join(obj.key for obj in listeners) or "nobody"
+    how = f"You whispered to {names}" if audience else "You said"
+    if len(parts) > 1:
+        how += f", in {len(parts)} parts"
+    if left_out:
+        how += f" (too long: the last {left_out} characters were cut)"
+    said = " ".join(parts)
+    return said, f"{how}: {said}"
 
 
 def without_own_name(character, text):
@@ -34,6 +60,7 @@ def without_own_name(character, text):
 
 def emote(character, text, audience=None):
     """Show ``text`` (a pose, not speech) to the room, or to ``audience`` (dbrefs) only."""
+    text = plain_speech(text)
     if not audience:
         character.location.msg_contents(text, from_obj=character)
         return
@@ -43,13 +70,15 @@ def emote(character, text, audience=None):
 
 def say(ctx, message):
     """Say ``message`` to the turn's audience, unless it is markup or code."""
-    message = without_own_name(ctx.character, message)
+    message = spoken(ctx.character, message)
+    if not message:
+        return ToolResult(ok=False, content="Not said: it holds only control characters.")
     if looks_like_markup(message):
         return ToolResult(
             ok=False, content="Not said: that looks like code or markup. Say it in plain words."
         )
-    how = speak(ctx.character, message, ctx.audience)
-    return ToolResult(ok=True, content=f"{how}: {message}", data={"message": message})
+    said, report = speak(ctx.character, message, ctx.audience)
+    return ToolResult(ok=True, content=report, data={"message": said})
 
 
 register_tool(
@@ -62,7 +91,6 @@ register_tool(
                 "message": {
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 2000,
                     "description": "One or two short sentences.",
                 }
             },

@@ -10,6 +10,8 @@ from twisted.internet import defer
 from .base import ToolResult
 
 _TOOLS = {}  # name -> Tool; dicts keep registration order
+# An argument error longer than this repeats the argument: it is cut.
+MAX_ERROR_CHARS = 300
 
 
 def register_tool(tool, replace=False):
@@ -67,20 +69,40 @@ def validate_arguments(tool, arguments):
 
     Returns:
         tuple: ``(dict, None)`` if valid, else ``(None, error)`` with an error the LLM can
-        read and correct.
+        read and correct, which says that nothing was done.
     """
-    prefix = f"Invalid arguments for {tool.name}"
     try:
         parsed = json.loads(arguments or "{}")
     except (TypeError, ValueError) as err:
-        return None, f"{prefix}: not valid JSON ({err})"
+        problem = f"not valid JSON ({err})"
+    else:
+        problem = _problem(tool, parsed)
+    if problem is None:
+        return parsed, None
+    return None, f"Invalid arguments for {tool.name}: {problem}. Nothing was done."
+
+
+def _problem(tool, parsed):
+    """Return what is wrong with the parsed arguments ``parsed`` of ``tool``, or None."""
     if not isinstance(parsed, dict):
-        return None, f"{prefix}: must be a JSON object, got {type(parsed).__name__}"
+        return f"must be a JSON object, got {type(parsed).__name__}"
     error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
     if error is None:
-        return parsed, None
+        return None
     path = "/".join(str(part) for part in error.absolute_path)
-    return None, f"{prefix}: {path + ': ' if path else ''}{error.message}"
+    return f"{path + ': ' if path else ''}{_plain_error(error)}"
+
+
+def _plain_error(error):
+    """Return what is wrong, said plainly: a value of the wrong size is measured, never
+    repeated (a 6,000-character text must not come back whole), and a long message is cut."""
+    limits = {"maxLength": ("characters", "at most"), "minLength": ("characters", "at least")}
+    limits.update(maxItems=("items", "at most"), minItems=("items", "at least"))
+    if error.validator in limits:
+        unit, bound = limits[error.validator]
+        return f"{len(error.instance):,} {unit}, {bound} {error.validator_value:,}"
+    message = error.message
+    return message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + " [...]"
 
 
 def execute_tool(tool_call, ctx):
