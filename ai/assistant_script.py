@@ -19,7 +19,7 @@ from .config import (
     default_value,
     resolve_config,
 )
-from .context_usage import check_window_fits_frame, measure_context
+from .context_usage import measure_context
 from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .litellm_loader import load_litellm
@@ -30,7 +30,7 @@ from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
 from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
-from .sleep.escalation import what_is_too_large
+from .sleep.escalation import check_window_fits_frame, what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations

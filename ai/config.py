@@ -23,15 +23,53 @@ from .utils.value_checks import (
     check_named,
     fraction,
     int_range,
+    is_int,
     is_number,
     number_range,
     one_of,
     optional,
+    refusal,
     text,
 )
 
 # What a compaction does to old history (see ``ai.sleep.compaction`` and docs/compaction.md).
 COMPACT_STRATEGIES = ("summary", "masking", "assistant_runs", "hybrid")
+
+
+# The one field an emote shown to the room may hold; the room's own formatting would fail
+# on any other text in braces.
+EMOTE_FIELD = "{name}"
+
+
+@accepts(str, f"text in which {EMOTE_FIELD} (the assistant's name) is the only field in braces")
+def emote_template(value):
+    """Accept non-empty text whose only ``{...}`` is ``{name}``."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be {emote_template.allowed}")
+    stray = re.search(r"\{[^{}]*\}?|\}", value.replace(EMOTE_FIELD, ""))
+    if stray:
+        raise ValueError(f"must be {emote_template.allowed}, not {stray.group()}")
+
+
+# Beyond any model's input window (the largest announced hold ten million tokens).
+MAX_CONTEXT_TOKENS = 10_000_000
+# The smallest max_context_tokens a fresh assistant accepts at the defaults: its prompt's
+# frame plus the room history needs (``ai.sleep.escalation.smallest_window``). Measured
+# with bench/frame.py; a test keeps it, the README and docs/context.md true.
+SMALLEST_WINDOW_AT_DEFAULTS = 1_500
+
+
+@accepts(
+    int,
+    f"a whole number up to {MAX_CONTEXT_TOKENS:,}, and at least the prompt's frame plus room "
+    f"for history ({SMALLEST_WINDOW_AT_DEFAULTS:,} at the defaults; a refusal names the least "
+    "for this assistant)",
+)
+def context_limit(value):
+    """Accept a context limit up to ``MAX_CONTEXT_TOKENS``; its least depends on the prompt's
+    frame, which ``AssistantScript.set_config`` measures."""
+    if not is_int(value) or not 0 < value <= MAX_CONTEXT_TOKENS:
+        raise refusal(context_limit, value)
 
 
 @accepts(str, "a litellm model string such as 'openai/gpt-4o-mini'")
@@ -175,7 +213,7 @@ SCRIPT_CONFIG = {
     ),
     "max_context_tokens": Option(
         100000,
-        optional(int_range(256)),
+        optional(context_limit),
         "Context limit for usage calculations; None asks litellm for the model's input window "
         "(refused when litellm does not know it)",
     ),
@@ -184,7 +222,7 @@ SCRIPT_CONFIG = {
     "compact_emergency_threshold": Option(
         0.8, fraction, "Compact at the start of an awake tick at this usage (not below sleep)"
     ),
-    "compact_preserve_window": Option(20, int_range(1), "Recent messages kept verbatim"),
+    "compact_preserve_window": Option(20, int_range(1, 10_000), "Recent messages kept verbatim"),
     "compact_strategy": Option(
         None,
         optional(one_of(*COMPACT_STRATEGIES)),
@@ -232,14 +270,14 @@ SCRIPT_CONFIG = {
     ),
     "thinking_emote": Option(
         "{name} pauses, deep in thought.",
-        optional(text),
+        optional(emote_template),
         "Shown to the room once when an answer takes longer than thinking_delay; None: never",
     ),
     "thinking_delay": Option(
         4.0, number_range(0, 600), "Seconds a reply may take before the thinking emote"
     ),
     "sleep_after_idle_ticks": Option(
-        60, int_range(0), "Fall asleep after this many ticks without events (0: never)"
+        60, int_range(0, 1_000_000), "Fall asleep after this many ticks without events (0: never)"
     ),
     "memory_enabled": Option(
         True,
@@ -269,7 +307,7 @@ SCRIPT_CONFIG = {
         False, boolean, "Ask the model to score new journal entries while asleep"
     ),
     "working_memory_ttl": Option(
-        1800, int_range(60), "Seconds of quiet after which a conversation is over"
+        1800, int_range(60, 31_536_000), "Seconds of quiet after which a conversation is over"
     ),
     "prompt_layout": Option(
         SEED,

@@ -4,10 +4,8 @@ History's share comes from the store's running total (O(1)); the rest of the cal
 tick_event components and the tool schemas) is rendered and counted, without history.
 """
 
-import math
 from dataclasses import dataclass, field
 
-from .config import ConfigError
 from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config
@@ -89,28 +87,3 @@ def describe_frame(usage):
     largest = sorted(usage.frame_parts.items(), key=lambda item: -item[1])[:3]
     parts = ", ".join(f"{name.replace('_', ' ')} {tokens}" for name, tokens in largest)
     return f"{usage.frame_tokens} tokens ({parts})"
-
-
-def check_window_fits_frame(script, max_tokens):
-    """Refuse a ``max_context_tokens`` that the prompt's frame alone would fill.
-
-    When the frame (system prompt, character context, tool schemas...) reaches the
-    emergency threshold by itself, every tick would start an emergency compaction that
-    can never help.
-
-    Raises:
-        ConfigError: naming the frame's size and the smallest window that leaves history
-            as much room as the frame takes.
-    """
-    if script.obj is None or max_tokens is None:
-        return
-    usage = measure_context(script, script.obj)
-    threshold = script.get_config("compact_emergency_threshold")
-    if usage.frame_tokens < max_tokens * threshold:
-        return
-    enough = math.ceil(2 * usage.frame_tokens / threshold / 100) * 100
-    raise ConfigError(
-        f"max_context_tokens={max_tokens} refused: the prompt without any history is "
-        f"already {describe_frame(usage)}, over the {threshold:.0%} emergency threshold "
-        f"of that window, so every tick would compact in vain; use at least {enough}"
-    )

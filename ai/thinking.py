@@ -7,6 +7,7 @@ The emote is shown at most once per turn, and only when a call outlasts ``thinki
 from evennia.utils import logger
 from twisted.internet import reactor
 
+from .config import EMOTE_FIELD
 from .tools.communication import emote
 
 
@@ -36,7 +37,7 @@ class ThinkingEmote:
 
     def _show(self):
         self.shown = True
-        text = self.emote.replace("{name}", self.character.key)
+        text = self.emote.replace(EMOTE_FIELD, self.character.key)
         try:
             emote(self.character, text, self.audience)
         except Exception:

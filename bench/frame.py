@@ -7,7 +7,8 @@ its tokens are reported with their parts (the system prompt, the other component
 tool schemas). ``tick_event``'s frame is what ``max_context_tokens`` must leave room
 beside: the smallest window ``set_config`` accepts is reported too.
 
-Then, at each of ``WINDOWS``, a player says ``TICKS`` lines to an assistant at the
+Then, at each of ``WINDOWS`` (those ``set_config`` refuses stored directly, as an older
+version may have), a player says ``TICKS`` lines to an assistant at the
 defaults (a fact, or a question about an earlier one): reported are the ticks that
 replied, the emergency compactions that ran and those that left usage over the threshold,
 how many archived messages whole, and the calls that would have been over the window (not
@@ -36,8 +37,8 @@ sys.path.insert(
 )
 from play import run_in_reactor  # noqa: E402  (demo/play.py)
 
-# Tried from the smallest window set_config accepts on.
-WINDOWS = (1100, 1200, 1300, 1500, 2000, 2500)
+# Around the smallest window set_config accepts at the defaults (1,500), and above it.
+WINDOWS = (1200, 1300, 1400, 1500, 2000, 2500)
 TICKS = 40
 
 
@@ -49,8 +50,9 @@ def line(index):
 
 
 @defer.inlineCallbacks
-def converse(window, model):
-    """Return what ``TICKS`` ticks of conversation did at ``max_context_tokens`` ``window``."""
+def converse(window, model, accepted):
+    """Return what ``TICKS`` ticks of conversation did at ``max_context_tokens`` ``window``
+    (stored directly unless ``accepted``: set_config refuses it)."""
     from evennia.utils import create
 
     character = new_assistant(key=f"Sage{window}")
@@ -58,12 +60,15 @@ def converse(window, model):
     script._stop_task()
     if model:
         script.set_config("llm_model", model)
-    script.set_config("max_context_tokens", window)
+    if accepted:
+        script.set_config("max_context_tokens", window)
+    else:
+        script.attributes.add("max_context_tokens", window)
     player = create.create_object(
         "evennia.objects.objects.DefaultCharacter", key="<player>", location=character.location
     )
-    row = {"window": window, "replied": 0, "emergencies": 0, "still_over": 0, "archived": 0}
-    row["not_sent_over_window"] = 0
+    row = dict(window=window, accepted=accepted, replied=0, emergencies=0, still_over=0)
+    row.update(archived=0, not_sent_over_window=0)
     for index in range(TICKS):
         script.queue_event(
             {
@@ -90,10 +95,10 @@ def converse(window, model):
 
 @defer.inlineCallbacks
 def converse_at_each_window(model, smallest):
-    """Return one row per window of ``WINDOWS`` from ``smallest`` on."""
+    """Return one row per window of ``WINDOWS``; ``smallest`` is the least set_config takes."""
     rows = []
-    for window in (window for window in WINDOWS if window >= smallest):
-        rows.append((yield converse(window, model)))
+    for window in WINDOWS:
+        rows.append((yield converse(window, model, window >= smallest)))
     return rows
 
 
@@ -101,7 +106,7 @@ def smallest_accepted_window(script, frame_tokens):
     """Return the smallest ``max_context_tokens`` (a multiple of 100) that set_config takes."""
     from ai.config import ConfigError
 
-    window = max(256, frame_tokens // 100 * 100)
+    window = frame_tokens // 100 * 100
     while True:
         try:
             script.set_config("max_context_tokens", window)
@@ -142,6 +147,9 @@ def main():
         report["smallest_working_window"] = min(
             (row["window"] for row in rows if row["works"]), default=None
         )
+        report["refused_windows_that_work"] = [
+            row["window"] for row in rows if row["works"] and not row["accepted"]
+        ]
     print(json.dumps(report, indent=2))
 
 

@@ -17,7 +17,12 @@ one (:func:`worth_summarizing`) and are not those of a summary refused before
 
 A summary whose call failed does not escalate: the model may answer next time, and the
 guard against repeated compactions (``ai.sleep.common.is_stuck``) holds until then.
+
+A window too small for this to work is refused when it is set
+(:func:`check_window_fits_frame`).
 """
+
+import math
 
 from evennia.utils import logger
 from twisted.internet import defer
@@ -27,8 +32,9 @@ from ..signals import CompactionPlan
 from ..utils.markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens
+from ..utils.value_checks import ConfigError
 from .archiving import archive_oldest
-from .common import kind_threshold, old_messages
+from .common import PRESERVE_ROOM_SHARE, kind_threshold, old_messages
 from .masking import mask_tool_outputs
 from .notify import post_to_log_channel
 
@@ -50,6 +56,46 @@ def worth_summarizing(messages, model):
     """Return whether ``messages`` hold enough tokens for a summary to be smaller."""
     tokens = sum(message["token_count"] for message in messages)
     return tokens >= SUMMARY_WORTH_FACTOR * smallest_summary_tokens(model)
+
+
+def room_history_needs(model):
+    """Return the tokens history needs beside the frame under the emergency threshold: the
+    preserved newest messages may take ``PRESERVE_ROOM_SHARE`` of that room, and the rest
+    must hold messages worth a summary."""
+    worth = SUMMARY_WORTH_FACTOR * smallest_summary_tokens(model)
+    return math.ceil(worth / (1 - PRESERVE_ROOM_SHARE))
+
+
+def smallest_window(frame_tokens, threshold, model):
+    """Return the smallest context limit, a multiple of 100, whose share under ``threshold``
+    holds a frame of ``frame_tokens`` and the room history needs."""
+    hundreds = (frame_tokens + room_history_needs(model)) / threshold / 100
+    return math.ceil(round(hundreds, 6)) * 100
+
+
+def check_window_fits_frame(script, max_tokens):
+    """Refuse a ``max_context_tokens`` under :func:`smallest_window` for the prompt's frame.
+
+    Below it no emergency compaction can bring usage under the threshold: every tick would
+    compact in vain, or archive what it could have summarized.
+
+    Raises:
+        ConfigError: naming the frame's size, the room history needs and the least window.
+    """
+    if script.obj is None or max_tokens is None:
+        return
+    usage = measure_context(script, script.obj)
+    threshold = script.get_config("compact_emergency_threshold")
+    model = script.history.model
+    least = smallest_window(usage.frame_tokens, threshold, model)
+    if max_tokens >= least:
+        return
+    raise ConfigError(
+        f"max_context_tokens={max_tokens} refused: the prompt without any history is "
+        f"already {describe_frame(usage)}, and history needs {room_history_needs(model)} "
+        f"beside it under the {threshold:.0%} emergency threshold (a summary worth making and "
+        f"the newest messages); use at least {least:,}"
+    )
 
 
 def attempt_key(messages):

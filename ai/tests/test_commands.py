@@ -211,8 +211,8 @@ class TestAiConfig(AssistantCommandTestCase):
             ),
             (
                 "compact_preserve_window = many",
-                "compact_preserve_window='many' refused: must be a whole number of at least 1; "
-                "nothing changed.",
+                "compact_preserve_window='many' refused: must be a whole number from 1 to "
+                "10,000; nothing changed.",
             ),
             (
                 "context_overrides = {'tick_event': {'max_iterations': 0}}",
@@ -220,6 +220,29 @@ class TestAiConfig(AssistantCommandTestCase):
                 "number from 1 to 10; nothing changed.",
             ),
             ("llm_model = gpt nope", "llm_model='gpt nope' refused: litellm knows no provider"),
+            (
+                'llm_options = {"temperature": "hot"}',
+                "llm_options={'temperature': 'hot'} refused: ['temperature'] must be a number in "
+                "[0, 2], not text: write it without quotes; nothing changed.",
+            ),
+            (
+                'compact_options = {"timeout": "30"}',
+                "compact_options={'timeout': '30'} refused: ['timeout'] must be a number in "
+                "(0, 86400], not text: write it without quotes; nothing changed.",
+            ),
+            (
+                "thinking_emote = {nme} ponders.",
+                "thinking_emote='{nme} ponders.' refused: must be text in which {name} (the "
+                "assistant's name) is the only field in braces, not {nme}; nothing changed.",
+            ),
+            (
+                f"max_context_tokens = {10**38}",
+                f"max_context_tokens={10**38} refused: must be a whole number up to 10,000,000,",
+            ),
+            (
+                "max_context_tokens = 1000",
+                "max_context_tokens=1000 refused: the prompt without any history is already ",
+            ),
         ]
         before = {name: self.script.attributes.get(name) for name in SCRIPT_CONFIG}
         for args, message in cases:

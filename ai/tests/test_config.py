@@ -3,7 +3,7 @@
 from unittest import TestCase
 from unittest.mock import patch
 
-from ai.config import SCRIPT_CONFIG, ConfigError, parse_value
+from ai.config import SCRIPT_CONFIG, SMALLEST_WINDOW_AT_DEFAULTS, ConfigError, parse_value
 
 from .support import AssistantTestCase
 
@@ -43,19 +43,62 @@ class TestRefusals(AssistantTestCase):
         (
             "compact_preserve_window",
             0,
-            r"compact_preserve_window=0 refused: must be a whole number of at least 1",
+            r"compact_preserve_window=0 refused: must be a whole number from 1 to 10,000$",
         ),
         ("compact_preserve_window", 2.5, r"whole number"),
         ("compact_enabled", "yes", r"must be True or False"),
         ("llm_model", "not-a-model", r"litellm knows no provider for 'not-a-model'"),
         ("compact_model", "", r"non-empty litellm model string"),
-        ("max_context_tokens", 10, r"of at least 256"),
         (
             "max_context_tokens",
             600,
-            r"max_context_tokens=600 refused: the prompt without any history is already \d+ "
-            r"tokens \(tool schemas \d+, .*every tick would compact in vain; use at least \d+00",
+            r"^max_context_tokens=600 refused: the prompt without any history is already \d+ "
+            r"tokens \(tool schemas \d+, .*\), and history needs \d+ beside it under the 80% "
+            r"emergency threshold \(a summary worth making and the newest messages\); use at "
+            r"least \d,\d00$",
         ),
+        (
+            "max_context_tokens",
+            10**38,
+            r"^max_context_tokens=10{38} refused: must be a whole number up to 10,000,000, ",
+        ),
+        ("max_context_tokens", 0, r"must be a whole number up to 10,000,000"),
+        ("max_context_tokens", 2000.0, r"must be a whole number up to"),
+        ("working_memory_ttl", 10**38, r"must be a whole number from 60 to 31,536,000$"),
+        ("compact_preserve_window", 10**38, r"must be a whole number from 1 to 10,000$"),
+        ("sleep_after_idle_ticks", 10**38, r"must be a whole number from 0 to 1,000,000$"),
+        (
+            "llm_options",
+            {"temperature": "hot"},
+            r"^llm_options=\{'temperature': 'hot'\} refused: \['temperature'\] must be a number "
+            r"in \[0, 2\], not text: write it without quotes$",
+        ),
+        (
+            "llm_options",
+            {"temperature": "0.7"},
+            r"\['temperature'\] must be a number in \[0, 2\], not text: write it without quotes$",
+        ),
+        (
+            "compact_options",
+            {"timeout": "30"},
+            r"^compact_options=\{'timeout': '30'\} refused: \['timeout'\] must be a number in "
+            r"\(0, 86400\], not text: write it without quotes$",
+        ),
+        ("llm_options", {"max_tokens": 2.5}, r"\['max_tokens'\] must be a whole number from 1 to"),
+        (
+            "thinking_delay",
+            "3",
+            r"^thinking_delay='3' refused: must be a number in \[0, 600\], not",
+        ),
+        (
+            "thinking_emote",
+            "{nme} ponders.",
+            r"^thinking_emote='\{nme\} ponders.' refused: must be text in which "
+            r"\{name\} \(the assistant's name\) is the only field in braces, not \{nme\}$",
+        ),
+        ("thinking_emote", "{name} hums {", r"the only field in braces, not \{$"),
+        ("thinking_emote", "{name!r} hums", r"the only field in braces, not \{name!r\}$"),
+        ("thinking_emote", 42, r"thinking_emote=42 refused: must be text in which \{name\}"),
         ("pre_compact_max_iterations", 11, r"from 1 to 10"),
         (
             "execution_config",
@@ -100,6 +143,14 @@ class TestRefusals(AssistantTestCase):
             self.script.set_config("llm_model", unknown)
         self.assertEqual(self.script.db.llm_model, "openai/gpt-4o-mini")
 
+    def test_the_smallest_window_at_the_defaults_is_the_one_documented(self):
+        smallest = SMALLEST_WINDOW_AT_DEFAULTS
+        with self.assertRaisesRegex(ConfigError, rf"; use at least {smallest:,}$"):
+            self.script.set_config("max_context_tokens", smallest - 100)
+        self.script.set_config("max_context_tokens", smallest)
+        self.assertEqual(self.script.db.max_context_tokens, smallest)
+        self.assertIn(f"({smallest:,} at the defaults", SCRIPT_CONFIG["max_context_tokens"].allowed)
+
     def test_raising_sleep_above_emergency_is_refused(self):
         with self.assertRaisesRegex(ConfigError, "compact_emergency_threshold=0.8 refused"):
             self.script.set_config("compact_sleep_threshold", 0.85)
@@ -139,8 +190,8 @@ class TestReadingBuildersText(TestCase):
     def test_text_of_no_kind_the_attribute_takes_is_refused_with_what_it_allows(self):
         cases = [
             ("compact_enabled", "1", r"^compact_enabled='1' refused: must be yes or no"),
-            ("compact_preserve_window", "twelve", r"must be a whole number of at least 1$"),
-            ("max_context_tokens", "none", r"must be None or a whole number of at least 256$"),
+            ("compact_preserve_window", "twelve", r"must be a whole number from 1 to 10,000$"),
+            ("max_context_tokens", "none", r"must be None or a whole number up to 10,000,000"),
             ("llm_options", "{[1]: 2}", r"^llm_options='\{\[1\]: 2\}' refused: must be a dict"),
         ]
         for name, text, message in cases:
@@ -151,7 +202,10 @@ class TestReadingBuildersText(TestCase):
     def test_every_attribute_says_what_it_allows(self):
         self.assertEqual(SCRIPT_CONFIG["compact_sleep_threshold"].allowed, "a number in (0, 1]")
         self.assertEqual(
-            SCRIPT_CONFIG["max_context_tokens"].allowed, "None or a whole number of at least 256"
+            SCRIPT_CONFIG["max_context_tokens"].allowed,
+            "None or a whole number up to 10,000,000, and at least the prompt's frame plus room "
+            f"for history ({SMALLEST_WINDOW_AT_DEFAULTS:,} at the defaults; a refusal names "
+            "the least for this assistant)",
         )
         self.assertEqual(
             SCRIPT_CONFIG["compact_enabled"].allowed, "yes or no (or true/false, on/off)"
@@ -162,6 +216,16 @@ class TestReadingBuildersText(TestCase):
 
 
 class TestTickSurvivesBadStoredValues(AssistantTestCase):
+    def talk_twice(self, logged_by):
+        """Say two lines, each followed by a tick; return the ticks' statuses and the errors
+        the module ``logged_by`` logged meanwhile."""
+        statuses = []
+        with patch(f"{logged_by}.logger.log_err") as log_err:
+            for line in ("hello there", "are you still there?"):
+                self.char1.execute_cmd(f"say {line}")
+                statuses.append(self.tick()["status"])
+        return statuses, [call.args[0] for call in log_err.call_args_list]
+
     def test_a_stored_unknown_window_falls_back_to_the_default_limit(self):
         self.script.db.max_context_tokens = None
         with self.settings(AI_LLM_MODEL="anthropic/claude-3-5-haiku-latest"):
@@ -189,6 +253,26 @@ class TestTickSurvivesBadStoredValues(AssistantTestCase):
         self.assertIn("compact_preserve_window=-3 refused", logged)
         self.assertEqual(log_err.call_count, 2, "each problem is logged once, not every tick")
         self.assertEqual(self.script.get_config("compact_preserve_window"), 20)
+
+    def test_values_of_the_wrong_type_or_absurd_size_fall_back_and_ticks_still_answer(self):
+        stored = {
+            "llm_options": {"temperature": "hot"},
+            "compact_options": {"timeout": "30"},
+            "thinking_emote": "{nme} ponders.",
+            "working_memory_ttl": 10**38,
+            "max_context_tokens": 10**38,
+            "compact_preserve_window": 10**38,
+            "execution_config": {"max_iterations_per_tick": "5"},
+        }
+        for name, value in stored.items():
+            self.script.attributes.add(name, value)
+        statuses, logged = self.talk_twice(logged_by="ai.assistant_script")
+        self.assertEqual(statuses, ["replied", "replied"])
+        for name in stored:
+            with self.subTest(name=name):
+                self.assertEqual(sum(f" {name}=" in line for line in logged), 1, logged)
+                self.assertEqual(self.script.get_config(name), SCRIPT_CONFIG[name].default)
+        self.assertEqual(len(logged), len(stored), "each logged once, not every tick")
 
     def test_inverted_thresholds_fall_back_to_both_defaults(self):
         self.script.db.compact_sleep_threshold = 0.9

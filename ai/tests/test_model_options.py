@@ -236,6 +236,14 @@ class TestThinkingEmote(AssistantTestCase):
         self.assertEqual(self.thinking_timers(), [])
         self.assertIn("Hello there!", " ".join(str(line) for line in self.heard))
 
+    def test_a_stored_emote_with_an_unknown_field_falls_back_to_the_default(self):
+        self.script.db.thinking_emote = "{nme} ponders."
+        with mock.patch("ai.assistant_script.logger.log_err") as log_err:
+            result = self.tick_with(AfterReactorDelay(0.1), delay=0.1)
+        self.assertEqual(result["status"], "replied")
+        self.assertEqual(self.thinking_lines(), ["Helper pauses, deep in thought."])
+        self.assertIn("thinking_emote='{nme} ponders.' refused", log_err.call_args.args[0])
+
     def test_none_turns_it_off(self):
         self.script.set_config("thinking_emote", None)
         self.tick_with(AfterReactorDelay(0.05), delay=0.05)

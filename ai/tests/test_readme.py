@@ -4,9 +4,10 @@ import re
 from pathlib import Path
 from unittest import TestCase
 
-from ai.config import AI_SETTINGS, SCRIPT_CONFIG
+from ai.config import AI_SETTINGS, SCRIPT_CONFIG, SMALLEST_WINDOW_AT_DEFAULTS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+CONTEXT_DOC = README.parent / "docs" / "context.md"
 ROW = re.compile(r"^\| `(?P<name>\w+)` \| (?P<default>[^|]+) \|(?P<rest>.*)\|$")
 
 
@@ -39,6 +40,15 @@ class TestReadmeConfiguration(TestCase):
         for name, (default, meaning) in AI_SETTINGS.items():
             with self.subTest(name=name):
                 self.assertEqual(self.rows.get(name), (f"`{default!r}`", meaning))
+
+    def test_the_smallest_window_is_the_one_the_code_accepts(self):
+        smallest = f"{SMALLEST_WINDOW_AT_DEFAULTS:,}"
+        row = next(
+            line for line in README.read_text().splitlines() if "| `max_context_tokens`" in line
+        )
+        self.assertIn(f"at least {smallest} at the defaults", row)
+        context_doc = " ".join(CONTEXT_DOC.read_text().split())
+        self.assertIn(f"the smallest window `set_config` accepts is {smallest},", context_doc)
 
     def test_nothing_undocumented_in_code_is_in_the_table(self):
         known = set(SCRIPT_CONFIG) | set(AI_SETTINGS)

@@ -38,28 +38,36 @@ def is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def refusal(check, value):
+    """Return the ValueError refusing ``value``: what ``check`` allows and, for text where a
+    number or True/False belongs (``"0.7"``), how to write it."""
+    if isinstance(value, str) and check.kind in (int, float, bool):
+        return ValueError(f"must be {check.allowed}, not text: write it without quotes")
+    return ValueError(f"must be {check.allowed}")
+
+
 @accepts(float, "a number in (0, 1]")
 def fraction(value):
     """Accept a number in (0, 1]."""
     if not (is_number(value) and 0 < value <= 1):
-        raise ValueError(f"must be {fraction.allowed}")
+        raise refusal(fraction, value)
 
 
 @accepts(bool, "True or False")
 def boolean(value):
     """Accept True or False."""
     if not isinstance(value, bool):
-        raise ValueError(f"must be {boolean.allowed}")
+        raise refusal(boolean, value)
 
 
 def int_range(low, high=None):
     """Return a check accepting whole numbers from ``low`` to ``high`` (no upper bound if None)."""
-    bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+    bound = f"from {low:,} to {high:,}" if high is not None else f"of at least {low:,}"
 
     @accepts(int, f"a whole number {bound}")
     def check(value):
         if not is_int(value) or value < low or (high is not None and value > high):
-            raise ValueError(f"must be {check.allowed}")
+            raise refusal(check, value)
 
     return check
 
@@ -100,7 +108,7 @@ def number_range(low, high, low_open=False):
     @accepts(float, f"a number in {bound}")
     def check(value):
         if not is_number(value):
-            raise ValueError(f"must be {check.allowed}")
+            raise refusal(check, value)
         if not (value > low if low_open else value >= low) or value > high:
             raise ValueError(f"must be {check.allowed}")
 
