@@ -2,20 +2,26 @@
 
 ``SCRIPT_CONFIG`` is the single source of the per-assistant attributes (their defaults,
 allowed values and meaning); the README's configuration table mirrors it and a test
-keeps the two in step. ``AI_*`` Django settings are server-wide defaults, read with
-``getattr(settings, ...)`` when used, never at import.
+keeps the two in step. ``AI_*`` Django settings are server-wide defaults, read and checked
+with ``ai_setting()`` when used, never at import. Every value is checked by its type before
+its range; a refused one is named, and a stored one falls back to its default.
 """
 
+import os
 import re
 from ast import literal_eval
 from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from django.conf import settings
-
-from .prompt_contexts import EXECUTION_CONFIG_DEFAULTS, check_context_overrides, execution_config
+from .prompt_contexts import (
+    EXECUTION_CONFIG_DEFAULTS,
+    check_context_overrides,
+    check_settings_overrides,
+    execution_config,
+)
 from .prompt_layout import LAYOUTS, SEED
+from .utils.checked_settings import read_setting
 from .utils.value_checks import (
     ConfigError,
     accepts,
@@ -323,72 +329,117 @@ SCRIPT_CONFIG = {
     ),
 }
 
-# Server-wide settings: name -> (default, meaning). Read at call time with ai_setting().
+
+@accepts(str, "None or a directory (text or a path)")
+def directory(value):
+    """Accept None or the path of a directory, as text or an ``os.PathLike``."""
+    if value is not None and not (
+        isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip())
+    ):
+        raise ValueError(f"must be {directory.allowed}")
+
+
+@accepts(dict, "None or a Mem0 configuration dict (see docs/memory.md)")
+def memory_configuration(value):
+    """Accept None or a dict (Mem0 checks the rest when it builds the store)."""
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"must be {memory_configuration.allowed}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``AI_*`` Django setting: its default, its check and what it means."""
+
+    default: Any
+    check: Callable[[Any], None]
+    description: str
+
+
+# Server-wide settings, read at call time with ai_setting().
 AI_SETTINGS = {
-    "AI_LLM_MODEL": (
+    "AI_LLM_MODEL": Setting(
         "offline/assistant",
+        model_string,
         "Default model of every assistant whose llm_model is None",
     ),
-    "AI_LLM_OPTIONS": ({}, "Server-wide llm_options, under each assistant's own"),
-    "AI_COMPACT_OPTIONS": ({}, "Server-wide compact_options, under each assistant's own"),
-    "AI_COMPACT_STRATEGY": (
+    "AI_LLM_OPTIONS": Setting(
+        {}, model_options, "Server-wide llm_options, under each assistant's own"
+    ),
+    "AI_COMPACT_OPTIONS": Setting(
+        {}, model_options, "Server-wide compact_options, under each assistant's own"
+    ),
+    "AI_COMPACT_STRATEGY": Setting(
         "summary",
+        one_of(*COMPACT_STRATEGIES),
         "Compaction strategy of every assistant whose compact_strategy is None",
     ),
-    "AI_TICK_INTERVAL": (5, "Seconds between two ticks of an assistant script"),
-    "AI_LLM_TIMEOUT": (
+    "AI_TICK_INTERVAL": Setting(
+        5, int_range(1, 86400), "Seconds between two ticks of an assistant script"
+    ),
+    "AI_LLM_TIMEOUT": Setting(
         60,
+        MODEL_OPTION_CHECKS["timeout"],
         "Seconds before a call to a hosted model is abandoned as a timeout (a model's own "
         "timeout option wins)",
     ),
-    "AI_LLM_LOCAL_TIMEOUT": (
+    "AI_LLM_LOCAL_TIMEOUT": Setting(
         600,
+        MODEL_OPTION_CHECKS["timeout"],
         "Seconds before a call to a model served locally (api_base on loopback or a private "
         "network, or ollama, lm_studio, llamafile) is abandoned (its own timeout option wins)",
     ),
-    "AI_LLM_MAX_RETRIES": (2, "Retries of a model call after a rate limit or transient error"),
-    "AI_LLM_THREADS": (
+    "AI_LLM_MAX_RETRIES": Setting(
+        2, int_range(0, 10), "Retries of a model call after a rate limit or transient error"
+    ),
+    "AI_LLM_THREADS": Setting(
         20,
+        int_range(1, 1000),
         "Threads running model calls at once, for all assistants (a pool of the contrib's "
         "own; read at the first call)",
     ),
-    "AI_LLM_RETRY_DELAY": (1.0, "Seconds before the first retry; doubled for each further one"),
-    "AI_GC_FREEZE": (
+    "AI_LLM_RETRY_DELAY": Setting(
+        1.0,
+        number_range(0, 600),
+        "Seconds before the first retry; doubled for each further one",
+    ),
+    "AI_GC_FREEZE": Setting(
         True,
+        boolean,
         "Leave the objects loaded at server start out of garbage collection, whose full "
         "passes over them stalled the server for seconds",
     ),
-    "AI_MAX_PENDING_EVENTS": (50, "Events an assistant queues before dropping the oldest"),
-    "AI_LOG_CHANNEL": (
+    "AI_MAX_PENDING_EVENTS": Setting(
+        50, int_range(1, 10_000), "Events an assistant queues before dropping the oldest"
+    ),
+    "AI_LOG_CHANNEL": Setting(
         "AIlog",
+        text,
         "Channel told of compactions; created with the first assistant, Builders subscribed "
         "at every server start",
     ),
-    "AI_CONTEXT_OVERRIDES": ({}, "Server-wide changes to the context types (see docs/context.md)"),
-    "AI_MEMORY_DIR": (
+    "AI_CONTEXT_OVERRIDES": Setting(
+        {},
+        check_settings_overrides,
+        "Server-wide changes to the context types (see docs/context.md)",
+    ),
+    "AI_MEMORY_DIR": Setting(
         None,
+        directory,
         "Directory of the local long-term memory store; None: server/ai_memory in the game",
     ),
-    "AI_MEMORY_CONFIG": (
+    "AI_MEMORY_CONFIG": Setting(
         None,
+        memory_configuration,
         "A whole Mem0 configuration dict replacing the local default (see docs/memory.md)",
     ),
 }
 
 
 def ai_setting(name):
-    """Return the ``AI_*`` setting ``name`` from Django settings, or its default."""
-    return getattr(settings, name, AI_SETTINGS[name][0])
-
-
-def checked_setting(name, check):
-    """Return the ``AI_*`` setting ``name`` after ``check``; raise ConfigError naming it."""
-    value = ai_setting(name)
-    try:
-        check(value)
-    except ValueError as err:
-        raise ConfigError(f"setting {name}={value!r} refused: {err}") from err
-    return value
+    """Return the ``AI_*`` setting ``name`` from Django settings, checked: a refused value
+    is logged once, naming the setting and what it allows, and its default used."""
+    setting = AI_SETTINGS[name]
+    return read_setting(name, setting.default, setting.check)
 
 
 def parse_value(name, text):
@@ -424,14 +475,8 @@ def check_thresholds(sleep, emergency):
 
 
 def compact_strategy(config):
-    """Return the strategy ``config`` compacts with: its own, else the server's.
-
-    Raises:
-        ConfigError: the ``AI_COMPACT_STRATEGY`` setting is no strategy.
-    """
-    return config["compact_strategy"] or checked_setting(
-        "AI_COMPACT_STRATEGY", one_of(*COMPACT_STRATEGIES)
-    )
+    """Return the strategy ``config`` compacts with: its own, else the server's."""
+    return config["compact_strategy"] or ai_setting("AI_COMPACT_STRATEGY")
 
 
 def check_window(llm_model, max_context_tokens):

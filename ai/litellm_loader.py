@@ -41,10 +41,18 @@ def _import_litellm():
 
 
 def check_model(model):
-    """Raise ValueError unless litellm can route ``model`` to a known provider."""
-    litellm = load_litellm()
+    """Raise ValueError unless litellm can route ``model`` to a known provider.
+
+    The offline engine's models are known without importing litellm: checking the default
+    model must not cost the reactor the seconds of that import.
+    """
+    from .offline import PROVIDER
+
     if not isinstance(model, str) or not model.strip():
         raise ValueError("must be a non-empty litellm model string such as 'openai/gpt-4o-mini'")
+    if model.startswith(f"{PROVIDER}/"):
+        return
+    litellm = load_litellm()
     try:
         litellm.get_llm_provider(model)
     except Exception as err:

@@ -15,13 +15,7 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from .cache_hints import cache_hints
-from .config import (
-    MODEL_OPTION_CHECKS,
-    ConfigError,
-    ai_setting,
-    checked_setting,
-    model_options,
-)
+from .config import ConfigError, ai_setting
 from .litellm_loader import load_litellm, model_input_window
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
@@ -138,12 +132,9 @@ def call_options(script, purpose="reply"):
             ``llm_options`` is meant for replies: a task or a summary may use at least
             ``WORK_MAX_TOKENS`` (``compact_options`` may set a summary's own limit). A
             summary's options lie over the main model's when it is the main model.
-
-    Raises:
-        ConfigError: for a refused ``AI_LLM_OPTIONS`` or ``AI_COMPACT_OPTIONS`` setting.
     """
     main = {
-        **checked_setting("AI_LLM_OPTIONS", model_options),
+        **ai_setting("AI_LLM_OPTIONS"),
         **script.get_config("llm_options"),
     }
     if purpose == "reply":
@@ -153,7 +144,7 @@ def call_options(script, purpose="reply"):
     if purpose == "task":
         return main
     summary = {
-        **checked_setting("AI_COMPACT_OPTIONS", model_options),
+        **ai_setting("AI_COMPACT_OPTIONS"),
         **script.get_config("compact_options"),
     }
     return {**main, **summary} if script.get_config("compact_model") is None else summary
@@ -353,14 +344,9 @@ def call_llm(
 
 def default_timeout(model, api_base=None):
     """Return the timeout of a call whose options set none: ``AI_LLM_LOCAL_TIMEOUT`` for a
-    model served locally (see ``ai.utils.model_location``), else ``AI_LLM_TIMEOUT``.
-
-    Raises:
-        ConfigError: for a refused setting.
-    """
+    model served locally (see ``ai.utils.model_location``), else ``AI_LLM_TIMEOUT``."""
     local = is_served_locally(model, api_base)
-    name = "AI_LLM_LOCAL_TIMEOUT" if local else "AI_LLM_TIMEOUT"
-    return checked_setting(name, MODEL_OPTION_CHECKS["timeout"])
+    return ai_setting("AI_LLM_LOCAL_TIMEOUT" if local else "AI_LLM_TIMEOUT")
 
 
 def prefer_text_listing(script, result, reason):

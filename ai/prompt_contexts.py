@@ -9,8 +9,6 @@ may only tighten what the layer before allowed.
 from copy import deepcopy
 from dataclasses import dataclass, field, fields
 
-from django.conf import settings
-
 from .prompt_components import (
     COMPONENT_CHARACTER_CONTEXT,
     COMPONENT_CONTEXT_BUFFER,
@@ -23,6 +21,7 @@ from .prompt_components import (
     COMPONENT_TOOL_RESULT,
     MAX_COMPONENT_ID,
 )
+from .utils.checked_settings import read_setting
 from .utils.tool_categories import TOOL_CATEGORIES
 from .utils.value_checks import (
     ConfigError,
@@ -370,6 +369,11 @@ def check_context_overrides(overrides, source=SCRIPT_OVERRIDES):
                 ) from err
 
 
+def check_settings_overrides(overrides):
+    """Check the ``AI_CONTEXT_OVERRIDES`` setting (see :func:`check_context_overrides`)."""
+    check_context_overrides(overrides, SETTINGS_OVERRIDES)
+
+
 def _apply(config, values):
     for name, value in deepcopy(values).items():
         if name == "component_overrides":
@@ -382,7 +386,8 @@ def get_context_config(context_type, script=None):
 
     The ``AI_CONTEXT_OVERRIDES`` setting applies first, then the script's
     ``context_overrides`` attribute; both map context type -> {field: value}. A
-    ``component_overrides`` value merges per component key into the current ones.
+    ``component_overrides`` value merges per component key into the current ones. Both are
+    checked where they are read: a refused one is logged once and left out.
 
     Args:
         context_type (str): One of the ``CONTEXT_*`` names.
@@ -392,21 +397,17 @@ def get_context_config(context_type, script=None):
         ContextConfig: A copy the caller may change freely.
 
     Raises:
-        ConfigError: for an unknown context type or a refused override.
+        ConfigError: for an unknown context type.
     """
     if context_type not in DEFAULT_CONTEXT_CONFIGS:
         raise ConfigError(
             f"unknown context type {context_type!r}; known: {', '.join(DEFAULT_CONTEXT_CONFIGS)}"
         )
     config = deepcopy(DEFAULT_CONTEXT_CONFIGS[context_type])
-    layers = [(SETTINGS_OVERRIDES, getattr(settings, SETTINGS_OVERRIDES, {}))]
+    layers = [read_setting(SETTINGS_OVERRIDES, {}, check_settings_overrides)]
     if script is not None:
-        # Validated by the script: a bad stored value falls back to no overrides, logged.
-        layers.append((SCRIPT_OVERRIDES, script.get_config(SCRIPT_OVERRIDES)))
-    for source, overrides in layers:
-        if overrides is None:
-            continue
-        check_context_overrides(overrides, source)
+        layers.append(script.get_config(SCRIPT_OVERRIDES))
+    for overrides in layers:
         _apply(config, overrides.get(context_type, {}))
     return config
 

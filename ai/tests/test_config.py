@@ -1,11 +1,41 @@
 """Configuration: defaults from the seeds, clear refusals, ticks that survive bad values."""
 
+import re
 from unittest import TestCase
 from unittest.mock import patch
 
-from ai.config import SCRIPT_CONFIG, SMALLEST_WINDOW_AT_DEFAULTS, ConfigError, parse_value
+from django.test import override_settings
+
+from ai.config import (
+    AI_SETTINGS,
+    SCRIPT_CONFIG,
+    SMALLEST_WINDOW_AT_DEFAULTS,
+    ConfigError,
+    ai_setting,
+    parse_value,
+)
 
 from .support import AssistantTestCase
+
+# A value of the wrong type, or out of range, for every AI_* setting.
+BAD_SETTINGS = {
+    "AI_LLM_MODEL": 42,
+    "AI_LLM_OPTIONS": {"temperature": "hot"},
+    "AI_COMPACT_OPTIONS": {"timeout": "30"},
+    "AI_COMPACT_STRATEGY": "bogus",
+    "AI_TICK_INTERVAL": "5",
+    "AI_LLM_TIMEOUT": "30",
+    "AI_LLM_LOCAL_TIMEOUT": 10**38,
+    "AI_LLM_MAX_RETRIES": "2",
+    "AI_LLM_THREADS": 0,
+    "AI_LLM_RETRY_DELAY": "1",
+    "AI_GC_FREEZE": "no",
+    "AI_MAX_PENDING_EVENTS": "50",
+    "AI_LOG_CHANNEL": 42,
+    "AI_CONTEXT_OVERRIDES": {"tick_event": {"max_iterations": "3"}},
+    "AI_MEMORY_DIR": 42,
+    "AI_MEMORY_CONFIG": "mem0",
+}
 
 
 class TestDefaults(AssistantTestCase):
@@ -215,6 +245,48 @@ class TestReadingBuildersText(TestCase):
                 self.assertTrue(option.allowed)
 
 
+class TestServerWideSettings(TestCase):
+    def test_every_setting_is_tried_here(self):
+        self.assertEqual(set(BAD_SETTINGS), set(AI_SETTINGS))
+
+    def test_a_bad_setting_falls_back_to_its_default_with_one_logged_error(self):
+        for name, value in BAD_SETTINGS.items():
+            default = AI_SETTINGS[name].default
+            with self.subTest(name=name), override_settings(**{name: value}):
+                with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                    self.assertEqual(ai_setting(name), default)
+                    self.assertEqual(ai_setting(name), default)
+                log_err.assert_called_once()
+                self.assertRegex(
+                    log_err.call_args.args[0],
+                    rf"^AI: setting {name}\W.* refused: .*must be .*; using the default "
+                    rf"{re.escape(repr(default))}$",
+                )
+
+    def test_the_refusal_names_the_setting_and_what_it_allows(self):
+        with override_settings(AI_LLM_OPTIONS={"temperature": "0.7"}):
+            with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                ai_setting("AI_LLM_OPTIONS")
+        self.assertEqual(
+            log_err.call_args.args[0],
+            "AI: setting AI_LLM_OPTIONS={'temperature': '0.7'} refused: ['temperature'] must be "
+            "a number in [0, 2], not text: write it without quotes; using the default {}",
+        )
+
+    def test_the_offline_model_is_checked_without_importing_litellm_in_the_reactor(self):
+        with override_settings(AI_LLM_MODEL="offline/assistant"):
+            with patch("ai.litellm_loader.load_litellm") as load_litellm:
+                self.assertEqual(ai_setting("AI_LLM_MODEL"), "offline/assistant")
+        load_litellm.assert_not_called()
+
+    def test_a_good_setting_is_used_as_it_is(self):
+        with override_settings(AI_LLM_MAX_RETRIES=0, AI_COMPACT_STRATEGY="masking"):
+            with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                self.assertEqual(ai_setting("AI_LLM_MAX_RETRIES"), 0)
+                self.assertEqual(ai_setting("AI_COMPACT_STRATEGY"), "masking")
+        log_err.assert_not_called()
+
+
 class TestTickSurvivesBadStoredValues(AssistantTestCase):
     def talk_twice(self, logged_by):
         """Say two lines, each followed by a tick; return the ticks' statuses and the errors
@@ -225,6 +297,19 @@ class TestTickSurvivesBadStoredValues(AssistantTestCase):
                 self.char1.execute_cmd(f"say {line}")
                 statuses.append(self.tick()["status"])
         return statuses, [call.args[0] for call in log_err.call_args_list]
+
+    def test_bad_server_wide_settings_fall_back_and_the_assistant_answers(self):
+        for name in (
+            "AI_LLM_MODEL",
+            "AI_LLM_OPTIONS",
+            "AI_MAX_PENDING_EVENTS",
+            "AI_CONTEXT_OVERRIDES",
+        ):
+            with self.subTest(name=name), self.settings(**{name: BAD_SETTINGS[name]}):
+                statuses, logged = self.talk_twice(logged_by="ai.utils.checked_settings")
+                self.assertEqual(statuses, ["replied", "replied"])
+                self.assertEqual(len(logged), 1, "logged once, not every tick")
+                self.assertIn(f"setting {name}", logged[0])
 
     def test_a_stored_unknown_window_falls_back_to_the_default_limit(self):
         self.script.db.max_context_tokens = None

@@ -237,6 +237,24 @@ class TestEmergencyCompaction(CompactionTestCase):
         self.assertEqual(result["status"], "replied")
         self.assertIn("40 gold coins", result["reply"])
 
+    @override_settings(AI_COMPACT_STRATEGY="bogus")
+    def test_a_bad_server_wide_strategy_falls_back_and_the_player_is_answered(self):
+        self.char1.execute_cmd("say Where did I bury the gold coins?")
+        with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+            result = self.tick()
+            self.char1.execute_cmd("say And the password?")
+            self.tick()
+        compaction = result["emergency"]["context_compaction"]
+        self.assertTrue(compaction["success"])
+        self.assertEqual(compaction["strategy"], "summary")
+        self.assertEqual(result["status"], "replied")
+        log_err.assert_called_once()
+        self.assertEqual(
+            log_err.call_args.args[0],
+            "AI: setting AI_COMPACT_STRATEGY='bogus' refused: must be one of 'summary', "
+            "'masking', 'assistant_runs', 'hybrid'; using the default 'summary'",
+        )
+
     def test_below_the_threshold_nothing_happens(self):
         self.script.set_config("max_context_tokens", 100000)
         self.assertIsNone(self.tick()["emergency"])

@@ -1,5 +1,7 @@
 """The LLM gateway: success, each error kind as a clear result, retries, timeout."""
 
+from unittest.mock import patch
+
 from django.test import override_settings
 from litellm import ModelResponse
 
@@ -66,6 +68,15 @@ class TestCallLLM(AssistantTestCase):
         self.assertFalse(result.ok)
         self.assertEqual(result.error_kind, "rate_limit")
         self.assertEqual(result.attempts, 3)
+
+    def test_retry_settings_of_the_wrong_type_fall_back_to_their_defaults(self):
+        for name, value in (("AI_LLM_MAX_RETRIES", "2"), ("AI_LLM_RETRY_DELAY", "0.01")):
+            with self.subTest(name=name), self.settings(**{name: value}):
+                with ScriptedLLM(rate_limit(), "second time lucky") as llm:
+                    with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                        result = self.call(model=llm.model)
+                self.assertEqual((result.content, result.attempts), ("second time lucky", 2))
+                self.assertIn(f"setting {name}='", log_err.call_args.args[0])
 
     def test_context_window_exceeded_is_not_retried(self):
         result = self.call(
@@ -157,18 +168,19 @@ class TestTimeoutDefaults(AssistantTestCase):
             self.assertEqual(self.timeout_of()[1], 30)
         self.assertEqual(self.timeout_of({**local, "timeout": 45})[1], 45)
 
-    def test_a_bad_setting_is_refused_by_name_type_before_range(self):
+    def test_a_bad_setting_is_refused_by_name_type_before_range_and_its_default_used(self):
         local = {"api_base": "http://127.0.0.1:8080/v1"}
-        for name, value, why in (
-            ("AI_LLM_LOCAL_TIMEOUT", "600", "a number"),
-            ("AI_LLM_LOCAL_TIMEOUT", 0, r"\(0, 86400\]"),
-            ("AI_LLM_TIMEOUT", None, "a number"),
+        for name, value, why, default in (
+            ("AI_LLM_LOCAL_TIMEOUT", "600", "a number", 600),
+            ("AI_LLM_LOCAL_TIMEOUT", 0, r"\(0, 86400\]", 600),
+            ("AI_LLM_TIMEOUT", None, "a number", 60),
         ):
             with self.subTest(name=name, value=value), self.settings(**{name: value}):
-                result, sent = self.timeout_of(local if "LOCAL" in name else None)
-                self.assertEqual(result.error_kind, "bad_config")
-                self.assertRegex(result.error, f"{name}={value!r} refused.*{why}")
-                self.assertIsNone(sent, "no call is made")
+                with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                    result, sent = self.timeout_of(local if "LOCAL" in name else None)
+                self.assertTrue(result.ok)
+                self.assertEqual(sent, default)
+                self.assertRegex(log_err.call_args.args[0], f"{name}={value!r} refused.*{why}")
 
     def test_a_timeout_option_of_the_wrong_type_is_refused_by_name(self):
         with self.assertRaisesRegex(ConfigError, r"\['timeout'\].*a number in \(0, 86400\]"):

@@ -371,19 +371,30 @@ class TestSettingsOverrides(TestCase):
         ({"reflection": {"name": ""}}, r"must be a non-empty string"),
     ]
 
-    def test_refusals_name_context_field_and_what_is_allowed(self):
+    def test_a_refused_setting_falls_back_to_no_overrides_naming_context_and_field(self):
         for overrides, message in self.REFUSALS:
             with self.subTest(overrides=overrides):
                 with override_settings(AI_CONTEXT_OVERRIDES=overrides):
-                    with self.assertRaisesRegex(ConfigError, message):
+                    with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                        config = get_context_config(CONTEXT_REFLECTION)
                         get_context_config(CONTEXT_REFLECTION)
+                self.assertEqual(config, DEFAULT_CONTEXT_CONFIGS[CONTEXT_REFLECTION])
+                log_err.assert_called_once()
+                logged = log_err.call_args.args[0]
+                self.assertTrue(logged.startswith("AI: setting "), logged)
+                self.assertTrue(logged.endswith("; using the default {}"), logged)
+                problem = logged.removeprefix("AI: setting ").removesuffix("; using the default {}")
+                self.assertRegex(problem, message)
 
     def test_a_bad_entry_is_refused_whichever_context_is_asked_for(self):
         # A typo in one context's overrides surfaces at the first call, not the first
-        # call of that context.
-        with override_settings(AI_CONTEXT_OVERRIDES={"reflection": {"max_iterations": 0}}):
-            with self.assertRaisesRegex(ConfigError, r"\['reflection'\]\['max_iterations'\]"):
-                get_context_config(CONTEXT_TICK_EVENT)
+        # call of that context; the setting's good entries go with it.
+        overrides = {"reflection": {"max_iterations": 0}, "tick_event": {"max_iterations": 2}}
+        with override_settings(AI_CONTEXT_OVERRIDES=overrides):
+            with patch("ai.utils.checked_settings.logger.log_err") as log_err:
+                config = get_context_config(CONTEXT_TICK_EVENT)
+        self.assertEqual(config.max_iterations, 5)
+        self.assertIn("['reflection']['max_iterations']=0 refused", log_err.call_args.args[0])
 
 
 class TestScriptOverrides(AssistantTestCase):

@@ -37,9 +37,11 @@ class TestReadmeConfiguration(TestCase):
                 self.assertEqual(meaning, option.description)
 
     def test_every_setting_is_documented_with_its_default(self):
-        for name, (default, meaning) in AI_SETTINGS.items():
+        for name, setting in AI_SETTINGS.items():
             with self.subTest(name=name):
-                self.assertEqual(self.rows.get(name), (f"`{default!r}`", meaning))
+                self.assertEqual(
+                    self.rows.get(name), (f"`{setting.default!r}`", setting.description)
+                )
 
     def test_the_smallest_window_is_the_one_the_code_accepts(self):
         smallest = f"{SMALLEST_WINDOW_AT_DEFAULTS:,}"
