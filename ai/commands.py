@@ -18,8 +18,9 @@ from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 from twisted.internet import defer
 
-from .audience import describe_audience, message_audience, with_audience
+from .audience import describe_audience, message_audience
 from .config import SCRIPT_CONFIG, ConfigError, compact_strategy, parse_value
+from .confirmation import NoSuchCall, confirm_call, discard_call, waiting_calls
 from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
 from .helpers.memory_links import memory_namespace
@@ -33,13 +34,11 @@ from .models import (
     MemoryLink,
 )
 from .pins import PinRefused, fact_message, pin_cap, pin_messages, pinned_tokens
-from .prompt_contexts import CONTEXT_TICK_EVENT
 from .semantic_memory import WORKER, search_memories
 from .sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from .sleep.extraction import ExtractionBeforeSummary
 from .sleep.undo import UndoRefused, undo_last_compaction
 from .tool_offering import tool_offering
-from .tools import ToolContext, execute_tool
 from .utils.markers import SUMMARY_MARKER
 from .utils.message_format import is_summary, summary_text, tool_call_text
 
@@ -849,10 +848,12 @@ class CmdAiConfirm(MuxCommand):
       discard - drop the call instead of running it
 
     Where a context asks for confirmation, the assistant does not run a
-    dangerous tool (one that changes the world) but waits for a builder. The
-    plain form lists the waiting calls, numbered. With a number, that call runs
-    now, and its result goes into the assistant's history so it knows; with
-    /discard, the call is dropped and the assistant is told so.
+    dangerous tool (one that changes the world) but waits for a builder: the
+    players who asked hear that a builder was asked, and the AIlog channel
+    says so. The plain form lists the waiting calls, numbered. With a number,
+    that call runs now: its players hear that it was done (or failed), and its
+    result goes into the assistant's history; with /discard, the call is
+    dropped, and the players and the assistant are told so.
 
     Examples:
       aiconfirm helper
@@ -871,8 +872,8 @@ class CmdAiConfirm(MuxCommand):
         if assistant is None:
             return
         script = assistant.assistant_script
-        waiting = list(script.db.awaiting_confirmation or [])
         if self.rhs is None:
+            waiting = waiting_calls(script)
             if not waiting:
                 caller.msg(f"{assistant.key} waits on no dangerous tool call.")
                 return
@@ -882,26 +883,29 @@ class CmdAiConfirm(MuxCommand):
             caller.msg(f"Tool calls {assistant.key} waits on:\n{table}")
             return
         number = self.rhs.strip()
-        if not number.isdigit() or not 1 <= int(number) <= len(waiting):
+        try:
+            if "discard" in self.switches:
+                call = discard_call(script, assistant, _whole(number), caller)
+                caller.msg(f"Discarded {tool_call_text(call)}; {assistant.key} is told.")
+                return
+            running = confirm_call(script, assistant, _whole(number), caller)
+        except NoSuchCall:
             caller.msg(
                 f"{assistant.key} has no waiting call {number!r}; see aiconfirm {assistant.key}."
             )
             return
-        call = deserialize(waiting.pop(int(number) - 1))
-        audience = call.pop("audience", None)
-        script.db.awaiting_confirmation = waiting
-        text = tool_call_text(call)
-        if "discard" in self.switches:
-            note = f"{caller.key} did not allow your call {text}; it was not run."
-            caller.msg(f"Discarded {text}; {assistant.key} is told.")
-        else:
-            context = ToolContext(script, assistant, CONTEXT_TICK_EVENT, audience=audience)
-            outcome = execute_tool(call, context)
-            note = f"{caller.key} allowed your call {text}; it returned: {outcome.content}"
-            caller.msg(f"Ran {text} for {assistant.key}: {outcome.content}")
-        script.append_message(
-            {"role": "user", "content": note, "metadata": with_audience({}, audience)}
+        running.addCallback(
+            lambda ran: caller.msg(
+                f"Ran {tool_call_text(ran[0])} for {assistant.key}: {ran[1].content}"
+            )
         )
+
+
+def _whole(text):
+    """Return ``text`` as a whole number, or raise NoSuchCall (no call has another name)."""
+    if not text.isdigit():
+        raise NoSuchCall(text)
+    return int(text)
 
 
 # Memories that aimemory/search lists at most.

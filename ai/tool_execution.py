@@ -14,6 +14,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .audience import event_audience, message_audience, with_audience
+from .confirmation import hold_call
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
@@ -284,7 +285,10 @@ def run_react_loop(
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
         speech = without_own_name(character, _speech(script, answer, config, event, result))
-        turn.record(_recorded(answer, config, speech))
+        held = _held(character, answer, allowed, pattern, speech)
+        if held:
+            speech = ""  # said now, it would tell of a deed not done: it waits with the call
+        turn.record(_recorded(answer, config, speech, held))
         if speech:
             speak(character, speech, audience)
             result.said.append(speech)
@@ -292,7 +296,7 @@ def run_react_loop(
             result.stop_reason = "no_tool_call"
             break
         result.stop_reason, tool_result = yield _run_calls(
-            answer.tool_calls, allowed, pattern, context, turn, result
+            answer.tool_calls, allowed, pattern, context, turn, result, held
         )
         if result.stop_reason:
             break
@@ -432,21 +436,55 @@ def _speech(script, answer, config, event, result):
     return text
 
 
-def _recorded(answer, config, speech):
+def _recorded(answer, config, speech, held=None):
     """Return the assistant message that joins the turn's messages, or None.
 
-    Scratch text (of a context that does not speak, or withheld) stays out of history;
-    the tool calls always go in, so that their results have the call they answer.
+    Scratch text (of a context that does not speak, withheld, or held with a call that
+    waits for a builder) stays out of history; the tool calls always go in, so that their
+    results have the call they answer.
     """
     if not answer.tool_calls:
         return {"role": "assistant", "content": speech} if speech else None
-    content = answer.content if config.speaks and not looks_like_markup(answer.content) else None
+    said = config.speaks and not held and not looks_like_markup(answer.content)
+    content = answer.content if said else None
     return {"role": "assistant", "content": content or None, "tool_calls": answer.tool_calls}
 
 
+@dataclass
+class Held:
+    """A dangerous call of an answer that waits for a builder, and the answer's words
+    (its text and its ``say`` calls' messages), said only once the call has run."""
+
+    call: dict
+    words: list
+
+
+def _held(character, answer, allowed, pattern, speech):
+    """Return the :class:`Held` call of ``answer`` that must wait for a builder, or None.
+
+    Only a dangerous call the turn reaches: a call the context does not offer ends the
+    turn first. Its words are ``speech`` and what the answer's ``say`` calls would say.
+    """
+    if not pattern.dangerous_requires_confirm:
+        return None
+    for call in answer.tool_calls:
+        name = call["function"]["name"]
+        if name not in allowed:
+            return None
+        if get_tool(name).is_dangerous:
+            said = (without_own_name(character, text) for text in _say_messages(answer.tool_calls))
+            words = [text for text in said if text.strip() and not looks_like_markup(text)]
+            return Held(call, [speech, *words])
+    return None
+
+
 @defer.inlineCallbacks
-def _run_calls(calls, allowed, pattern, context, turn, result):
+def _run_calls(calls, allowed, pattern, context, turn, result, held=None):
     """Run one answer's tool calls, in order, each waited for.
+
+    With ``held`` (see ``_held``), that call waits for a builder instead
+    (``ai.confirmation``) and the answer's ``say`` calls are not run: their words wait
+    with it.
 
     Returns:
         Deferred: Fires with ``(stop reason or "", last tool result text)``.
@@ -463,14 +501,14 @@ def _run_calls(calls, allowed, pattern, context, turn, result):
             stop = "tool_not_allowed"
             continue
         tool = get_tool(name)
-        if tool.is_dangerous and pattern.dangerous_requires_confirm:
-            turn.record(_not_run(call, f"{name} is dangerous and awaits a builder's confirmation"))
-            awaiting = list(context.script.db.awaiting_confirmation or [])
-            # The turn's audience goes with it: the call runs, later, for them alone.
-            context.script.db.awaiting_confirmation = awaiting + [
-                {**call, "audience": context.audience}
-            ]
+        if held and call is held.call:
+            content = hold_call(context, call, held.words)
+            turn.record({"role": "tool", "tool_call_id": call["id"], "content": content})
             stop = "awaiting_confirmation"
+            continue
+        if held and name == "say":
+            held_name = held.call["function"]["name"]
+            turn.record(_not_run(call, f"said once a builder allows {held_name}"))
             continue
         outcome = yield defer.maybeDeferred(execute_tool, call, context)
         turn.record({"role": "tool", "tool_call_id": call["id"], "content": outcome.content})
