@@ -25,7 +25,7 @@ from .helpers.entity_context import entity_profiles
 from .helpers.journal import journal_entries
 from .helpers.memory_links import memory_namespace
 from .history import row_to_message
-from .llm_interaction import call_options, resolve_model
+from .llm_interaction import call_options, model_problem, resolve_model
 from .models import (
     CompactionRecord,
     ConversationMessage,
@@ -117,7 +117,8 @@ class CmdAiMode(MuxCommand):
       aimode <assistant> = awake|sleep
 
     An assistant asleep runs its memory work (the sleep pipeline) and wakes when a
-    player speaks to it.
+    player speaks to it. When its model cannot answer until its configuration
+    changes (a key missing or refused, an option refused), it says why.
 
     Examples:
       aimode helper
@@ -146,6 +147,9 @@ class CmdAiMode(MuxCommand):
             self.caller.msg(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
         else:
             self.caller.msg(f"{assistant.key} is awake.")
+        problem = model_problem(script)
+        if problem:
+            self.caller.msg("\n".join(wrap(f"It cannot answer: {problem}", 78)))
 
 
 def shortened(text, width):

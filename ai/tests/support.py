@@ -23,6 +23,7 @@ from twisted.internet.task import deferLater
 from twisted.internet.threads import blockingCallFromThread
 from twisted.python.failure import Failure
 
+from ai.model_refusals import forget_refusals
 from ai.utils.thread_pools import LazyPool
 
 ASSISTANT = "ai.assistant_character.AssistantCharacter"
@@ -223,9 +224,12 @@ class WithAssistant:
         self.script = self.assistant.assistant_script
         # The switch to tools listed as text is kept in memory as well as in the test's
         # (rolled back) database: each test starts and ends without one, under pytest and
-        # `evennia test` alike (whose runner knows no pytest fixture).
+        # `evennia test` alike (whose runner knows no pytest fixture). So are the models
+        # that refused their key.
         forget_tool_offerings()
         self.addCleanup(forget_tool_offerings)
+        forget_refusals()
+        self.addCleanup(forget_refusals)
 
 
 def forget_tool_offerings():
