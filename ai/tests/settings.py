@@ -11,8 +11,12 @@ import tempfile
 import evennia
 
 sys.path.insert(0, os.path.join(os.path.dirname(evennia.__file__), "game_template"))
-
+# Evennia's default settings look for a game directory by changing to each parent
+# directory in turn and stay in the last: pytest would then find no `testpaths` there.
+_CWD = os.getcwd()
 from evennia.settings_default import *  # noqa: E402,F401,F403
+
+os.chdir(_CWD)
 
 INSTALLED_APPS = INSTALLED_APPS + ["ai"]  # noqa: F405
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}

@@ -1,12 +1,15 @@
 """Test support: run Twisted's real reactor until a Deferred fires, and build assistants.
 
 The suite does not start the reactor; ``wait_for`` starts its thread pool and iterates
-it, so ``deferToThread`` and ``callLater`` run for real, as in the server.
+it, so ``deferToThread`` and ``callLater`` run for real, as in the server. No test waits
+against a clock: a loaded machine makes the suite slower, never failing.
 """
 
+import faulthandler
 import json
+import sys
 import threading
-import time
+import types
 
 from django.test import override_settings
 from evennia.utils import create
@@ -16,29 +19,168 @@ from evennia.utils.test_resources import (
     BaseEvenniaTest,
 )
 from twisted.internet import reactor
+from twisted.internet.task import deferLater
+from twisted.internet.threads import blockingCallFromThread
 from twisted.python.failure import Failure
 
+from ai.model_refusals import forget_refusals
+from ai.utils.thread_pools import LazyPool
+
 ASSISTANT = "ai.assistant_character.AssistantCharacter"
+# How long a wait lasts before it prints every thread's stack: a report, never a failure.
+HANG_REPORT_SECONDS = 600
 
 
-def wait_for(deferred, timeout=20.0):
-    """Iterate the reactor until ``deferred`` fires; return its result or raise its error."""
-    pool = reactor.getThreadPool()
-    if not pool.started:
-        # Nothing stops the reactor in a test run: daemon workers let the process exit.
-        pool.threadFactory = lambda *args, **kwargs: threading.Thread(*args, daemon=True, **kwargs)
-        pool.start()
+def wait_for(deferred):
+    """Iterate the reactor until ``deferred`` fires; return its result or raise its error.
+
+    The wait has no time limit: it lasts while something could still fire ``deferred`` (a
+    thread of a pool at work, a call from a thread waiting for the reactor, a timer), and
+    fails at once when nothing could. A thread that never ends (a deadlock) would make it
+    last forever: after ``HANG_REPORT_SECONDS`` every thread's stack is printed, once, to
+    show where, and the wait goes on.
+    """
+    start_reactor_threads()
+    pools = thread_pools()
     outcome = []
     deferred.addBoth(outcome.append)
-    deadline = time.monotonic() + timeout
-    while not outcome:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Deferred did not fire within {timeout}s")
-        reactor.iterate(0.005)
+    faulthandler.dump_traceback_later(HANG_REPORT_SECONDS)
+    try:
+        while not outcome:
+            reactor.iterate(0.005)
+            if not outcome and nothing_pending(pools):
+                raise AssertionError(
+                    "The Deferred can never fire: no thread works for it, no call waits for "
+                    "the reactor and no timer is set"
+                )
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     result = outcome[0]
     if isinstance(result, Failure):
         result.raiseException()
     return result
+
+
+def start_reactor_threads():
+    """Start the reactor's thread pool (``deferToThread``), which only a running reactor
+    starts; its threads are daemons, as nothing stops the reactor in a test run."""
+    pool = reactor.getThreadPool()
+    if not pool.started:
+        pool.threadFactory = lambda *args, **kwargs: threading.Thread(*args, daemon=True, **kwargs)
+        pool.start()
+
+
+def thread_pools():
+    """Return the reactor's thread pool and the contrib's own pools (``LazyPool``), those
+    held by a module of ``ai`` or by an object such a module holds."""
+    found = {id(reactor.getThreadPool()): reactor.getThreadPool()}
+    skipped = (type, types.ModuleType, types.FunctionType)
+    for name, module in list(sys.modules.items()):
+        if name != "ai" and not name.startswith("ai."):
+            continue
+        for value in list(vars(module).values()):
+            held = (
+                [] if isinstance(value, skipped) else list(getattr(value, "__dict__", {}).values())
+            )
+            for candidate in (value, *held):
+                if isinstance(candidate, LazyPool):
+                    found[id(candidate)] = candidate
+    return list(found.values())
+
+
+def nothing_pending(pools):
+    """Tell whether nothing is left that could fire a Deferred: no active timer, no thread of
+    ``pools`` at work or queued, no call from a thread waiting for the reactor, no socket.
+
+    The pools are read before the reactor's queue: a thread queues its result before its
+    pool counts it idle, so a result cannot slip between the two readings.
+    """
+    if any(call.active() for call in reactor.getDelayedCalls()):
+        return False
+    for pool in pools:
+        if isinstance(pool, LazyPool):
+            pool = pool._pool  # None until its first call starts it
+        if pool is not None and (pool.working or pool._queue.qsize()):
+            return False
+    if reactor.threadCallQueue:
+        return False
+    waker = getattr(reactor, "waker", None)
+    return not [io for io in (*reactor.getReaders(), *reactor.getWriters()) if io is not waker]
+
+
+class During:
+    """A ``ScriptedLLM`` step that runs ``action()`` in the reactor thread while its call is
+    in flight, then answers: what happens "during a model call" happens there, whatever the
+    machine's speed.
+
+    Args:
+        action (callable): Run in the reactor thread; may return a Deferred.
+        answer: The step the call then plays (text by default).
+
+    Attributes:
+        outcome: What ``action`` returned (or its Deferred's result); ``result()`` re-raises
+            what it raised.
+    """
+
+    def __init__(self, action, answer="ok"):
+        self.action = action
+        self.answer = answer
+        self.outcome = self.error = None
+
+    def __call__(self, messages, request):
+        try:
+            self.outcome = blockingCallFromThread(reactor, self.action)
+        except Exception as err:  # re-raised in the test, not into the model call
+            self.error = err
+        return self.answer
+
+    def result(self):
+        """Return what ``action`` gave, or raise what it raised."""
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
+class AfterReactorDelay:
+    """A ``ScriptedLLM`` step that answers once ``seconds`` have passed on the reactor after
+    the call began: every timer the caller set for that long before the call fires first.
+
+    Args:
+        seconds (float): How long, as the reactor's timers count it.
+        answer: The step the call then plays.
+    """
+
+    def __init__(self, seconds, answer="late answer"):
+        self.seconds = seconds
+        self.answer = answer
+
+    def __call__(self, messages, request):
+        # A millisecond more than the caller's timer, set later: it fires after that timer.
+        blockingCallFromThread(reactor, deferLater, reactor, self.seconds + 0.001, lambda: None)
+        return self.answer
+
+
+class Unanswered:
+    """A ``ScriptedLLM`` step that does not answer until released: its call can only end by
+    the gateway's own timeout. Release it when the test ends (``addCleanup(step.release)``).
+
+    It answers after ``BROKEN_GATEWAY_SECONDS`` anyway, a bound that only a gateway whose
+    timeout failed reaches, so that such a failure ends the test instead of hanging it.
+    """
+
+    BROKEN_GATEWAY_SECONDS = 600
+
+    def __init__(self, answer="too late"):
+        self.answer = answer
+        self.released = threading.Event()
+
+    def __call__(self, messages, request):
+        self.released.wait(self.BROKEN_GATEWAY_SECONDS)
+        return self.answer
+
+    def release(self):
+        """Let the call answer (its caller has stopped waiting for it)."""
+        self.released.set()
 
 
 def record_messages(obj):
@@ -82,9 +224,12 @@ class WithAssistant:
         self.script = self.assistant.assistant_script
         # The switch to tools listed as text is kept in memory as well as in the test's
         # (rolled back) database: each test starts and ends without one, under pytest and
-        # `evennia test` alike (whose runner knows no pytest fixture).
+        # `evennia test` alike (whose runner knows no pytest fixture). So are the models
+        # that refused their key.
         forget_tool_offerings()
         self.addCleanup(forget_tool_offerings)
+        forget_refusals()
+        self.addCleanup(forget_refusals)
 
 
 def forget_tool_offerings():
@@ -135,11 +280,13 @@ class AssistantTestCase(WithAssistant, BaseEvenniaTest):
 class ScriptedLLM:
     """A litellm custom provider for tests: each call plays the next scripted step.
 
-    A step is an exception instance (raised), a number (seconds to sleep, then answer), a
-    string (answered as text), a list of ``(tool name, arguments dict)`` (answered with
-    those tool calls), or a callable given the call's messages and request (see
-    ``requests``) that returns one of those: a model that answers by what it is sent. The
-    LLM boundary is the only thing tests replace.
+    A step is an exception instance (raised), a string (answered as text), a list of
+    ``(tool name, arguments dict)`` (answered with those tool calls), or a callable given
+    the call's messages and request (see ``requests``) that returns one of those: a model
+    that answers by what it is sent. ``During``, ``AfterReactorDelay`` and ``Unanswered``
+    are such callables, for a call that something else must overlap (never a sleep: how
+    long a thread takes to start is the machine's business). The LLM boundary is the only
+    thing tests replace.
 
     Args:
         *steps: The answers, in order ("ok" once they run out).
@@ -190,9 +337,6 @@ class ScriptedLLM:
             step = step(messages, self.requests[-1] if self.requests else {})
         if isinstance(step, BaseException):
             raise step
-        if isinstance(step, (int, float)):
-            time.sleep(step)
-            step = "late answer"
         message = model_response.choices[0].message
         if isinstance(step, list):
             from litellm.types.utils import ChatCompletionMessageToolCall, Function

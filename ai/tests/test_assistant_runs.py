@@ -3,13 +3,11 @@
 import json
 from unittest import TestCase
 
-from twisted.internet import reactor
-
 from ai.models import CompactionRecord, ConversationMessage
 from ai.sleep.assistant_runs import RUN_PROMPT, RUN_SUMMARY_PREFIX, find_runs
 from ai.sleep.compaction import compact_conversation_history
 
-from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
+from .support import AssistantTestCase, During, ScriptedLLM, store_window, wait_for
 
 LONG_RESULT = (
     "The forge of Dale stands by the north gate. Its smith, Gorm, works the bellows from dawn "
@@ -306,12 +304,13 @@ class TestCompactAssistantRuns(RunsTestCase):
     def compact_while(self, meanwhile):
         """Compact, running ``meanwhile()`` during the first summary call; return the
         outcome and what ``meanwhile`` returned."""
-        with ScriptedLLM(0.3, "I told Char the price.") as llm:
+        during = During(meanwhile, "I told Char the price.")
+        with ScriptedLLM(during, "I told Char the price.") as llm:
             self.script.set_config("compact_model", llm.model)
-            pending = compact_conversation_history(self.script, self.assistant, force=True)
-            reactor.iterate(0.05)
-            done = meanwhile()
-            return wait_for(pending), done
+            outcome = wait_for(
+                compact_conversation_history(self.script, self.assistant, force=True)
+            )
+        return outcome, during.result()
 
     def test_messages_appended_during_the_summary_calls_stay(self):
         self.fill()

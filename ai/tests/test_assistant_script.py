@@ -16,8 +16,10 @@ from .support import AssistantTestCase, ScriptedLLM, make_assistant, wait_for
 class TestBusyGuard(AssistantTestCase):
     def test_a_tick_during_a_running_tick_is_skipped_and_counted(self):
         self.char1.execute_cmd("say are you there?")
-        with ScriptedLLM(0.5, "I am here") as llm:
+        with ScriptedLLM("I am here") as llm:
             self.script.set_config("llm_model", llm.model)
+            # Its model call answers in a thread, which only a turn of the reactor (in
+            # wait_for) can deliver: the tick is still running for the next two.
             first = self.script.at_repeat()
             self.assertIsNone(self.script.at_repeat())
             self.assertIsNone(self.script.at_repeat())

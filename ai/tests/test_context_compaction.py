@@ -6,7 +6,6 @@ from unittest.mock import patch
 
 from django.test import override_settings
 from evennia.utils.idmapper.models import flush_cache
-from twisted.internet import reactor
 
 from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries
 from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
@@ -20,7 +19,14 @@ from ai.utils.markers import SUMMARY_PREAMBLE
 from ai.utils.message_format import is_summary, summary_text
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
 
-from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
+from .support import (
+    AssistantTestCase,
+    During,
+    ScriptedLLM,
+    Unanswered,
+    store_window,
+    wait_for,
+)
 
 FACTS = [
     'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
@@ -373,15 +379,12 @@ class TestBeyondTheSeeds(CompactionTestCase):
 
     def test_messages_appended_during_the_summary_call_are_kept_in_order(self):
         fill(self.script)
-        with ScriptedLLM(0.3) as llm:
+        late_line = {"role": "user", "content": 'Char says, "a late line"'}
+        during = During(lambda: self.script.append_message(late_line), "late answer")
+        with ScriptedLLM(during) as llm:
             self.script.set_config("compact_model", llm.model)
-            llm.steps = [0.3]
-            pending = compact_conversation_history(self.script, self.assistant, force=True)
-            reactor.iterate(0.05)
-            late = self.script.append_message(
-                {"role": "user", "content": 'Char says, "a late line"'}
-            )
-            result = wait_for(pending)
+            result = self.compact()
+        late = during.result()
         self.assertTrue(result["success"])
         self.assertEqual(result["preserved_messages"], 4, "the late line was not preserved")
         history = self.script.conversation_history
@@ -393,19 +396,19 @@ class TestBeyondTheSeeds(CompactionTestCase):
         store_window(self.script, 4000)  # the summary call fits, counted three times over
         # Small talk: no statement the quality gate would keep, counted three times over.
         fill(self.script, ['Char says, "what a fine and quiet evening it is, friend."'] * 8)
-        with ScriptedLLM(0.3) as llm:
+
+        def change_model():
+            self.script.set_config("llm_model", llm.model)
+            self.script.append_message({"role": "user", "content": 'Char says, "a late line"'})
+
+        during = During(change_model, "late answer")
+        with ScriptedLLM(during) as llm:
             # The new model counts three times what the old one did.
             set_calibration(llm.model, 3.0)
             self.addCleanup(set_calibration, llm.model, 1.0)
             self.script.set_config("compact_model", llm.model)
-            llm.steps = [0.3]
-            pending = compact_conversation_history(
-                self.script, self.assistant, force=True, kind="manual"
-            )
-            reactor.iterate(0.05)
-            self.script.set_config("llm_model", llm.model)
-            self.script.append_message({"role": "user", "content": 'Char says, "a late line"'})
-            result = wait_for(pending)
+            result = self.compact(kind="manual")
+            during.result()
             history = self.script.conversation_history
             counted = sum(count_message_tokens(m, llm.model) for m in history)
         self.assertTrue(result["success"], result)
@@ -425,7 +428,12 @@ class TestBeyondTheSeeds(CompactionTestCase):
                 self.assertFalse(result["success"])
                 self.assertIn(reason, result["error"])
                 self.assertEqual(live_snapshot(self.script), before)
-        with ScriptedLLM(2.0) as llm, self.settings(AI_LLM_TIMEOUT=0.2, AI_LLM_MAX_RETRIES=0):
+        unanswered = Unanswered()
+        self.addCleanup(unanswered.release)
+        with (
+            ScriptedLLM(unanswered) as llm,
+            self.settings(AI_LLM_TIMEOUT=0.2, AI_LLM_MAX_RETRIES=0),
+        ):
             self.script.set_config("compact_model", llm.model)
             result = self.compact()
         self.assertIn("summary call failed (timeout)", result["error"])
@@ -436,17 +444,19 @@ class TestBeyondTheSeeds(CompactionTestCase):
     def test_a_reload_during_the_summary_call_leaves_history_intact(self):
         fill(self.script)
         before = live_snapshot(self.script)
-        with ScriptedLLM(0.5) as llm:
-            self.script.set_config("compact_model", llm.model)
-            pending = compact_conversation_history(self.script, self.assistant, force=True)
-            reactor.iterate(0.05)
+
+        def reload():
             # A reload now keeps what the database holds: the whole history, nothing half-done.
             flush_cache()
             reloaded = self.assistant.__class__.objects.get(id=self.assistant.id).assistant_script
-            self.assertEqual(live_snapshot(reloaded), before)
-            self.assertEqual(ConversationMessage.objects.filter(is_live=False).count(), 0)
-            self.assertEqual(journal_entries(self.assistant), [])
-            wait_for(pending)  # a reload would drop this Deferred; the test must not leak it
+            archived = ConversationMessage.objects.filter(is_live=False).count()
+            return live_snapshot(reloaded), archived, journal_entries(self.assistant)
+
+        during = During(reload, "late answer")
+        with ScriptedLLM(during) as llm:
+            self.script.set_config("compact_model", llm.model)
+            self.compact()  # a reload would drop this Deferred; the test must not leak it
+        self.assertEqual(during.result(), (before, 0, []))
 
     def test_replaced_messages_are_archived_and_linked_not_deleted(self):
         fill(self.script)
@@ -585,14 +595,17 @@ class TestBeyondTheSeeds(CompactionTestCase):
 
     def test_history_that_changed_under_the_summary_call_is_left_as_it_now_is(self):
         fill(self.script)
-        with ScriptedLLM(0.3) as llm:
-            self.script.set_config("compact_model", llm.model)
-            pending = compact_conversation_history(self.script, self.assistant, force=True)
-            reactor.iterate(0.05)
+
+        def start_over():
             self.script.history.clear()
             self.script.append_message({"role": "user", "content": 'Char says, "start over"'})
-            after_change = live_snapshot(self.script)
-            result = wait_for(pending)
+            return live_snapshot(self.script)
+
+        during = During(start_over, "late answer")
+        with ScriptedLLM(during) as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact()
+        after_change = during.result()
         self.assertEqual(
             result,
             {
@@ -693,7 +706,7 @@ class TestNotifications(CompactionTestCase):
     def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):
         from unittest.mock import patch as mock_patch
 
-        from ai.sleep.notify import log_channel
+        from ai.log_channel import log_channel
 
         channel = log_channel()
         self.assertTrue(channel.access(self.char1, "listen"), "Builders listen")

@@ -277,7 +277,7 @@ class HarnessTest(BaseEvenniaTest):
                 plan, model, options, settings, watchdog, timer, self.runs_dir
             )
             try:
-                return wait_for(runs, timeout=120), printed.getvalue()
+                return wait_for(runs), printed.getvalue()
             except self.real_model.EvaluationStopped as stop:
                 return stop, printed.getvalue()
 

@@ -8,7 +8,7 @@ from ai.litellm_loader import load_litellm
 from ai.llm_interaction import call_llm, context_window
 from ai.utils.model_location import is_served_locally
 
-from .support import AssistantTestCase, ScriptedLLM, wait_for
+from .support import AssistantTestCase, ScriptedLLM, Unanswered, wait_for
 
 HELLO = [{"role": "user", "content": 'Char says, "hello"'}]
 
@@ -84,7 +84,9 @@ class TestCallLLM(AssistantTestCase):
         self.assertEqual(len(llm.calls), 2)
 
     def test_a_hung_call_times_out(self):
-        with ScriptedLLM(2.0) as llm:
+        unanswered = Unanswered()
+        self.addCleanup(unanswered.release)
+        with ScriptedLLM(unanswered) as llm:
             result = self.call(model=llm.model, timeout=0.2, max_retries=0)
         self.assertFalse(result.ok)
         self.assertEqual(result.error_kind, "timeout")

@@ -29,7 +29,6 @@ from ai.utils.facts import replaces
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 
-SLOW = 120  # seconds: the first test of a run loads the embedder
 CODE_NOW_1111 = '{"content": "Char\'s vault code is now 1111."}'
 
 
@@ -37,20 +36,17 @@ def stored_memories(character):
     """Return the texts Mem0 holds in the assistant's namespace."""
     namespace = memory_namespace(character)
     found = wait_for(
-        WORKER.call(lambda memory: memory.get_all(filters={"user_id": namespace}, limit=1000)),
-        timeout=SLOW,
+        WORKER.call(lambda memory: memory.get_all(filters={"user_id": namespace}, limit=1000))
     )
     return sorted(hit["memory"] for hit in found["results"])
 
 
 class MemoryTestCase(AssistantTestCase):
     def consolidate(self, batch=20):
-        return wait_for(
-            consolidate_memories_to_semantic(self.script, self.assistant, batch), timeout=SLOW
-        )
+        return wait_for(consolidate_memories_to_semantic(self.script, self.assistant, batch))
 
     def recall(self, query, audience=None, limit=5):
-        return wait_for(recall(self.assistant, query, audience, limit), timeout=SLOW)
+        return wait_for(recall(self.assistant, query, audience, limit))
 
     def journal(self, text, audience=None):
         return add_entry(self.assistant, text, "conversation", audience=audience)
@@ -58,7 +54,7 @@ class MemoryTestCase(AssistantTestCase):
     def run_tool(self, name, arguments, audience=None):
         context = ToolContext(self.script, self.assistant, "sleep_consolidate", audience=audience)
         call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
-        return wait_for(defer_result(execute_tool(call, context)), timeout=SLOW)
+        return wait_for(defer_result(execute_tool(call, context)))
 
 
 class TestConsolidation(MemoryTestCase):
@@ -105,7 +101,7 @@ class TestConsolidation(MemoryTestCase):
         links, _ = links_for(self.assistant, rows)
         link = links[rows[0].id]
         namespace = memory_namespace(self.assistant)
-        wait_for(WORKER.call(add_memory, namespace, link.text, memory_metadata(link)), timeout=SLOW)
+        wait_for(WORKER.call(add_memory, namespace, link.text, memory_metadata(link)))
         result = self.consolidate()
         self.assertEqual(result["memories_added"], 0)
         self.assertEqual(stored_memories(self.assistant), ["The well is dry since spring."])
@@ -117,7 +113,7 @@ class TestConsolidation(MemoryTestCase):
 
         other = make_assistant("Sage", self.room1)
         add_entry(other, "The sage hides the key under the bell.", "conversation")
-        wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20), timeout=SLOW)
+        wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20))
         self.assertEqual(self.recall("Where is the key hidden?"), [])
 
     def test_a_broken_memory_configuration_fails_clearly_and_changes_nothing(self):
@@ -237,7 +233,7 @@ class TestPrivateMemories(MemoryTestCase):
                 "Char2 said: Char's vault code is now 1111.": None,
             },
         )
-        result = wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        result = wait_for(run_sleep_tick(self.script, self.assistant))
         self.assertEqual(result["memory_consolidation"]["superseded"], [])
         found = self.recall("vault code", audience=[self.char1.dbref])
         current = {m["text"] for m in found if m["invalid_at"] is None}
@@ -350,10 +346,8 @@ class TestOrphanedLinks(MemoryTestCase):
         self.consolidate()
         ferry, inn = MemoryLink.objects.order_by("id")
         JournalEntry.objects.filter(id=ferry.entry_id).delete()  # a builder withdrew it
-        wait_for(WORKER.call(lambda memory: memory.delete(inn.memory_id)), timeout=SLOW)
-        result = wait_for(
-            prune_orphaned_memory_links(self.script, self.assistant, 10), timeout=SLOW
-        )
+        wait_for(WORKER.call(lambda memory: memory.delete(inn.memory_id)))
+        result = wait_for(prune_orphaned_memory_links(self.script, self.assistant, 10))
         self.assertEqual(sorted(result["pruned_link_ids"]), sorted([ferry.id, inn.id]))
         self.assertFalse(MemoryLink.objects.exists())
         self.assertEqual(stored_memories(self.assistant), [])
@@ -363,7 +357,7 @@ class TestOrphanedLinks(MemoryTestCase):
             self.journal(f"The {place} opens at dawn.")
         self.consolidate()
         prune = lambda: wait_for(  # noqa: E731
-            prune_orphaned_memory_links(self.script, self.assistant, 1), timeout=SLOW
+            prune_orphaned_memory_links(self.script, self.assistant, 1)
         )
         self.assertEqual([prune()["checked"] for _ in range(4)], [5, 2, 0, 5])
         self.assertEqual(MemoryLink.objects.count(), 7)
@@ -375,7 +369,7 @@ class TestOrphanedLinks(MemoryTestCase):
         links = list(MemoryLink.objects.order_by("id").values_list("id", flat=True))
         JournalEntry.objects.all().delete()
         prune = lambda: wait_for(  # noqa: E731
-            prune_orphaned_memory_links(self.script, self.assistant, 2), timeout=SLOW
+            prune_orphaned_memory_links(self.script, self.assistant, 2)
         )
         self.assertEqual(prune()["pruned_link_ids"], links[:2])
         self.assertEqual(len(stored_memories(self.assistant)), 1)
@@ -442,7 +436,7 @@ def defer_result(outcome):
 
 class TestDreamingTick(MemoryTestCase):
     def sleep_tick(self):
-        return wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        return wait_for(run_sleep_tick(self.script, self.assistant))
 
     def test_the_six_operations_run_in_the_seeds_order_then_compaction(self):
         self.journal("The mill opens at dawn.")

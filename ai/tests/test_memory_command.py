@@ -23,7 +23,6 @@ from .support import (
     wait_for,
 )
 
-SLOW = 120  # seconds: the first test of a run loads the embedder
 OLD, NEW = "The gate password is swordfish.", "The gate password is now marmalade."
 FORGE = 'Char says, "Bob runs the forge by the northern bridge."'
 FACTS = [
@@ -49,9 +48,7 @@ class MemoryCommandTestCase(AssistantCommandTestCase):
         )
 
     def consolidate(self):
-        return wait_for(
-            consolidate_memories_to_semantic(self.script, self.assistant, 20), timeout=SLOW
-        )
+        return wait_for(consolidate_memories_to_semantic(self.script, self.assistant, 20))
 
     def link(self, text):
         return MemoryLink.objects.get(text=text)
@@ -69,7 +66,7 @@ class MemoryCommandTestCase(AssistantCommandTestCase):
             f"Searching the long-term memory of Helper for {words!r}...",
         )
         before = len(self.heard)
-        wait_for(self.char1.ndb.aimemory_search, timeout=SLOW)
+        wait_for(self.char1.ndb.aimemory_search)
         output = strip_ansi("\n".join(map(str, self.heard[before:])))
         self.assert_fits(output)
         return output
@@ -100,12 +97,12 @@ class TestOverview(MemoryCommandTestCase):
 
     def test_counts_memories_entries_profiles_and_tells_the_last_sleep(self):
         self.journal(OLD)
-        wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        wait_for(run_sleep_tick(self.script, self.assistant))
         self.journal(NEW)
         add_observation(self.assistant, self.char1, "I live in Oakvale.")
         add_observation(self.assistant, self.char1, "I moved to Rivertown.")
         add_observation(self.assistant, self.char2, "I sell bread.")
-        wait_for(run_sleep_tick(self.script, self.assistant), timeout=SLOW)
+        wait_for(run_sleep_tick(self.script, self.assistant))
         self.journal("Bob sells bread at dawn.")
         JournalEntry.objects.filter(content=OLD).update(archived=True)
         self.script.set_config("memory_enabled", False)
@@ -362,7 +359,7 @@ class TestErrors(MemoryCommandTestCase):
         self.aimemory("/profiles", "Helper has no entity profiles.")
         self.aimemory("/profiles = Dana", "Helper has no entity profile of 'Dana'.")
         self.aimemory("/search = gate", "Searching the long-term memory of Helper for 'gate'...")
-        wait_for(self.char1.ndb.aimemory_search, timeout=SLOW)
+        wait_for(self.char1.ndb.aimemory_search)
         self.assertIn("Helper remembers nothing near 'gate'.", strip_ansi(str(self.heard[-1])))
 
     def test_locked_to_builders_and_in_the_command_set(self):

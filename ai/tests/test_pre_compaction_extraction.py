@@ -1,14 +1,13 @@
 """Pre-compaction fact extraction: entry conditions, the signal, stop conditions, results."""
 
 from django.test import override_settings
-from twisted.internet import reactor
 
 from ai.helpers.entity_context import entity_profiles
 from ai.helpers.journal import journal_entries
 from ai.prompt_contexts import DEFAULT_PRE_COMPACTION_PROMPT
 from ai.sleep.extraction import EXTRACTION_INSTRUCTION, run_pre_compaction_extraction
 
-from .support import AssistantTestCase, ScriptedLLM, wait_for
+from .support import AssistantTestCase, During, ScriptedLLM, wait_for
 from .test_context_compaction import FACTS, fill
 
 JOURNAL = ("add_journal_entry", {"content": "Char buried 40 gold coins in Mirkwood"})
@@ -135,12 +134,9 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
         self.assertIn("Mirkwood", " ".join(m.get("content") or "" for m in sent))
 
     def test_the_signal_is_set_during_extraction_and_cleared_after(self):
-        with ScriptedLLM(0.3) as llm:
-            self.script.set_config("llm_model", llm.model)
-            pending = run_pre_compaction_extraction(self.script, self.assistant)
-            reactor.iterate(0.05)
-            self.assertIs(self.script.db.context_signals["pre_compaction"], True)
-            wait_for(pending)
+        during = During(lambda: self.script.db.context_signals["pre_compaction"], "late answer")
+        self.run_scripted(during)
+        self.assertIs(during.result(), True)
         self.assertIs(self.script.db.context_signals["pre_compaction"], False)
 
     @override_settings(AI_LLM_MAX_RETRIES=0)
@@ -162,23 +158,22 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
     def test_a_reload_during_extraction_clears_the_signal_at_server_start(self):
         from evennia.scripts.models import ScriptDB
 
-        with ScriptedLLM(0.3) as llm:
-            self.script.set_config("llm_model", llm.model)
-            pending = run_pre_compaction_extraction(self.script, self.assistant)
-            reactor.iterate(0.05)
+        def reload():
             # The reload drops the running extraction; the server start that follows runs
             # every script's at_server_start.
             ScriptDB.objects.update_scripts_after_server_start()
-            self.assertIs(self.script.db.context_signals["pre_compaction"], False)
-            wait_for(pending)
+            return self.script.db.context_signals["pre_compaction"]
+
+        during = During(reload, "late answer")
+        self.run_scripted(during)
+        self.assertIs(during.result(), False)
 
     def test_a_second_extraction_while_one_runs_is_refused(self):
-        with ScriptedLLM(0.3, [("noop", {})]) as llm:
-            self.script.set_config("llm_model", llm.model)
-            pending = run_pre_compaction_extraction(self.script, self.assistant)
-            reactor.iterate(0.05)
-            self.assertEqual(self.extract()["reason"], "an extraction is already running")
-            wait_for(pending)
+        during = During(
+            lambda: run_pre_compaction_extraction(self.script, self.assistant), "late answer"
+        )
+        self.run_scripted(during, [("noop", {})])
+        self.assertEqual(during.result()["reason"], "an extraction is already running")
         self.assertFalse(self.script.ndb.extracting)
 
 

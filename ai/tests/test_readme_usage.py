@@ -40,7 +40,7 @@ class TestReadmeUsage(AssistantTestCase):
         self.char1.execute_cmd(line)
         for running in (self.script.ndb.manual_compaction, self.char1.ndb.aimemory_search):
             if running is not None:
-                wait_for(running, timeout=120)
+                wait_for(running)
         return self.tick().get("reply", "")
 
     def test_the_player_and_builder_blocks_work_as_the_readme_says(self):
