@@ -24,6 +24,7 @@ from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
+from .log_channel import open_log_channel
 from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
 from .prompt_rendering import render_event
 from .semantic_memory import WORKER
@@ -32,7 +33,6 @@ from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
 from .sleep.escalation import check_window_fits_frame, what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
-from .sleep.notify import open_log_channel
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings

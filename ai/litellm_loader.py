@@ -2,7 +2,8 @@
 
 litellm fetches a model cost map from the internet at import unless told not to, and
 sends nothing anywhere once telemetry is off. Importing it costs about three seconds, so
-it is imported lazily, on the first model call or model check.
+it is imported lazily, on the first model call or model check, and makes its first call
+then (see ``_warm_up``).
 """
 
 import os
@@ -10,16 +11,23 @@ import threading
 from functools import lru_cache
 
 _loading = threading.Lock()
+_warmed = False
 
 
 def load_litellm():
     """Return the litellm module, configured for offline use with ``offline/`` registered.
 
     Safe from any thread: the server preloads it in a worker thread at start while a tick
-    may already ask for it.
+    may already ask for it. The first load also makes a first call (``_warm_up``), outside
+    the lock: that call loads litellm again.
     """
+    global _warmed
     with _loading:
-        return _import_litellm()
+        litellm = _import_litellm()
+        warm, _warmed = not _warmed, True
+    if warm:
+        _warm_up(litellm)
+    return litellm
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +46,22 @@ def _import_litellm():
     ] + [{"provider": PROVIDER, "custom_handler": OfflineEngine()}]
     custom_llm_setup()
     return litellm
+
+
+def _warm_up(litellm):
+    """Make one call to the offline engine, so that the modules litellm imports on its
+    first completion (about a second; twenty on a busy machine) are imported here, where
+    the server preloads litellm, and not inside the first tick's timeout."""
+    from .offline import PROVIDER
+
+    try:
+        litellm.completion(
+            model=f"{PROVIDER}/warm-up", messages=[{"role": "user", "content": "warm-up"}]
+        )
+    except Exception as err:  # only a slower first call is lost
+        from evennia.utils import logger
+
+        logger.log_warn(f"AI: litellm's first call could not be made in advance: {err!r}")
 
 
 def check_model(model):

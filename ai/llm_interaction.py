@@ -3,12 +3,15 @@
 ``call_llm`` runs litellm in a worker thread (``MODEL_CALLS``) so the reactor never
 blocks, bounds the wait with a timeout, retries rate limits and transient failures with
 exponential backoff, and always fires with an :class:`LLMResult`: a failure comes back
-as a result naming its kind, is logged, and is never swallowed or raised into a tick.
+as a result naming its kind, is logged, and is never swallowed or raised into a tick. A
+missing or refused key, or a refused option, is told once and not tried again until the
+configuration changes (``ai.model_refusals``).
 """
 
 import json
 import os
 from dataclasses import dataclass, field
+from textwrap import wrap
 
 from evennia.utils import logger
 from twisted.internet import defer, reactor
@@ -17,6 +20,8 @@ from twisted.internet.task import deferLater
 from .cache_hints import cache_hints
 from .config import ConfigError, ai_setting
 from .litellm_loader import load_litellm, model_input_window
+from .log_channel import post_to_log_channel
+from .model_refusals import PERMANENT, first_report, keep_refusal, refusal, setup_of
 from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
 from .tool_offering import offers_as_text, switch_to_text
@@ -36,6 +41,10 @@ RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 # Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
 TIMEOUT_GRACE_MIN = 0.5
 TIMEOUT_GRACE_MAX = 5.0
+# The log channel's lines: their width (Evennia puts "[AIlog] " before them), and how much
+# of a refusal they tell (the log has all of it).
+CHANNEL_WIDTH = 70
+CHANNEL_TEXT = 400
 # The least output a task or a summary may use, whatever max_tokens limits replies to.
 WORK_MAX_TOKENS = 1000
 # The threads model calls run on: a pool of AI_LLM_THREADS, not Twisted's shared ten.
@@ -110,11 +119,28 @@ def classify_error(err):
         return "rate_limit"
     if isinstance(err, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
         return "auth"
+    if _refused_by_the_client(err):
+        return "auth"
     if isinstance(err, BadResponse):
         return "bad_response"
     if isinstance(err, (litellm.BadRequestError, litellm.NotFoundError)):
         return "bad_request"
     return "api_error"
+
+
+def _refused_by_the_client(err):
+    """Tell whether ``err`` comes from an OpenAI client that refused to send the request:
+    no key ("Missing credentials"). litellm reports it as a server error (500), which a
+    retry cannot mend; the client's own error, unlike a server's, is no ``APIError``."""
+    import openai
+
+    cause, seen = err, set()
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, openai.OpenAIError) and not isinstance(cause, openai.APIError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def resolve_model(script, model=None):
@@ -148,6 +174,19 @@ def call_options(script, purpose="reply"):
         **script.get_config("compact_options"),
     }
     return {**main, **summary} if script.get_config("compact_model") is None else summary
+
+
+def model_kwargs(script, purpose="reply"):
+    """Return a call's litellm keyword arguments (see ``call_options``), its options'
+    ``timeout`` and their ``tools_as_text``.
+
+    Raises:
+        ConfigError: for a refused setting or a key variable that is not set.
+    """
+    options = call_options(script, purpose)
+    own_timeout = options.pop("timeout", None)
+    as_text = options.pop("tools_as_text", None)
+    return litellm_kwargs(options), own_timeout, as_text
 
 
 def litellm_kwargs(options):
@@ -294,14 +333,15 @@ def call_llm(
     """
     model = resolve_model(script, model)
     try:
-        options = call_options(script, purpose)
-        own_timeout = options.pop("timeout", None)
-        tools_as_text, forced = offers_as_text(model, options.pop("tools_as_text", None))
-        kwargs = {**litellm_kwargs(options), **extra}
+        kwargs, own_timeout, as_text = model_kwargs(script, purpose)
+        tools_as_text, forced = offers_as_text(model, as_text)
+        kwargs = {**kwargs, **extra}
         timeout = timeout or own_timeout or default_timeout(model, kwargs.get("api_base"))
     except ConfigError as err:
-        logger.log_err(f"AI {script.label}: model call to {model} not made: {err}")
-        return LLMResult(ok=False, error_kind="bad_config", error=str(err), model=model)
+        return cannot_succeed(script, model, "bad_config", str(err), problem=str(err))
+    setup = setup_of(model, kwargs)
+    if refusal(setup):
+        return cannot_succeed(script, model, *refusal(setup), problem=setup)
     retries = ai_setting("AI_LLM_MAX_RETRIES") if max_retries is None else max_retries
     payload = payload_of(messages)
     cache = None
@@ -328,6 +368,9 @@ def call_llm(
             for piece in result.malformed_tool_calls:
                 logger.log_warn(f"AI {script.label}: ignored a tool call in the text: {piece}")
             return result
+        if kind in PERMANENT:
+            keep_refusal(setup, kind, detail)
+            return cannot_succeed(script, model, kind, detail, problem=setup, attempts=attempt)
         if kind not in RETRYABLE or attempt > retries:
             logger.log_err(
                 f"AI {script.label}: model call to {model} failed ({kind}) after "
@@ -340,6 +383,42 @@ def call_llm(
             f"{retries} in {delay:g}s: {detail}"
         )
         yield deferLater(reactor, delay, lambda: None)
+
+
+def cannot_succeed(script, model, kind, error, problem, attempts=0):
+    """Return the failed result of a call that cannot succeed until the configuration
+    changes (see ``ai.model_refusals``), telling the log and the builders once.
+
+    Args:
+        problem: What the failure is kept by: a model setup, or a refused option's text.
+    """
+    if first_report(script.id, problem):
+        if kind == "bad_config":
+            what = f"calls to {model} cannot be made: {error}."
+        else:
+            what = (
+                f"{model} refused its key, or it has none: {error}. No call is made with "
+                "this key again until it or the model's options change, or the server "
+                "reloads (a key variable is only read by a new server process)."
+            )
+        logger.log_err(f"AI {script.label}: {what} (said once)")
+        short = what if len(what) <= CHANNEL_TEXT else what[: CHANNEL_TEXT - 1] + "…"
+        post_to_log_channel(script, "\n".join(wrap(f"{script.label}: {short}", CHANNEL_WIDTH)))
+    return LLMResult(ok=False, error_kind=kind, error=error, attempts=attempts, model=model)
+
+
+def model_problem(script):
+    """Return why calls of the assistant's models cannot succeed until its configuration
+    changes (a key missing or refused, an option refused), or None."""
+    for purpose, model in (("reply", resolve_model(script)), ("summary", summary_model(script))):
+        try:
+            kwargs = model_kwargs(script, purpose)[0]
+        except ConfigError as err:
+            return f"calls to {model} cannot be made: {err}"
+        refused = refusal(setup_of(model, kwargs))
+        if refused:
+            return f"{model} refused its key, or it has none: {refused[1]}"
+    return None
 
 
 def default_timeout(model, api_base=None):

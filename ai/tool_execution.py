@@ -6,7 +6,9 @@ and stops on: a terminal tool, ``noop``, no tool call, a tool outside the contex
 (not run), a dangerous tool awaiting confirmation, a model error, or the pattern's
 iteration limit. An answer's writes run before its other calls, and what it says is said
 once they ran: when a write failed, its reply is held back and the model asked again with
-the failure in view, so that the assistant never claims what did not happen.
+the failure in view, so that the assistant never claims what did not happen. An answer
+whose dangerous call waits for a builder says nothing yet: its words wait with the call
+(``ai.confirmation``), since they would tell of a deed not done.
 """
 
 import json
@@ -16,6 +18,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .audience import event_audience, message_audience, with_audience
+from .confirmation import hold_call
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
@@ -299,13 +302,16 @@ def run_react_loop(
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
         speech = spoken(character, _speech(script, answer, config, event, result))
-        ran = yield _run_calls(answer.tool_calls, allowed, pattern, context, result)
+        waiting = _held(character, answer, allowed, pattern, speech)
+        if waiting:
+            speech = ""  # said now, it would tell of a deed not done: it waits with the call
+        ran = yield _run_calls(answer.tool_calls, allowed, pattern, context, result, waiting)
         held = bool(speech and ran.failed_writes)
         if held:
             result.held.append(speech)
             speech = ""
         # The answer joins history once its calls ran: its text only if it was said.
-        turn.record(_recorded(answer, config, speech, held))
+        turn.record(_recorded(answer, config, speech, held or waiting is not None))
         for message in ran.messages:
             turn.record(message)
         if speech:
@@ -460,8 +466,9 @@ def _speech(script, answer, config, event, result):
 def _recorded(answer, config, speech, held=False):
     """Return the assistant message that joins the turn's messages, or None.
 
-    Scratch text (of a context that does not speak, withheld, or held back) stays out of
-    history; the tool calls always go in, so that their results have the call they answer.
+    Scratch text (of a context that does not speak, withheld, held back, or held with a
+    call that waits for a builder) stays out of history; the tool calls always go in, so
+    that their results have the call they answer.
     """
     if not answer.tool_calls:
         return {"role": "assistant", "content": speech} if speech else None
@@ -489,10 +496,42 @@ class _Ran:
     held: bool = False
 
 
+@dataclass
+class Held:
+    """A dangerous call of an answer that waits for a builder, and the answer's words
+    (its text and its ``say`` calls' messages), said only once the call has run."""
+
+    call: dict
+    words: list
+
+
+def _held(character, answer, allowed, pattern, speech):
+    """Return the :class:`Held` call of ``answer`` that must wait for a builder, or None.
+
+    Only a dangerous call the turn reaches: a call the context does not offer ends the
+    turn first. Its words are ``speech`` and what the answer's ``say`` calls would say.
+    """
+    if not pattern.dangerous_requires_confirm:
+        return None
+    for call in answer.tool_calls:
+        name = call["function"]["name"]
+        if name not in allowed:
+            return None
+        if get_tool(name).is_dangerous:
+            said = (spoken(character, text) for text in _say_messages(answer.tool_calls))
+            words = [text for text in said if text.strip() and not looks_like_markup(text)]
+            return Held(call, [speech, *words])
+    return None
+
+
 @defer.inlineCallbacks
-def _run_calls(calls, allowed, pattern, context, result):
+def _run_calls(calls, allowed, pattern, context, result, waiting=None):
     """Run one answer's tool calls, each waited for: its writes first, so that a reply it
     asks for (``say``) is held back when one of them failed; then the others in order.
+
+    With ``waiting`` (a :class:`Held`, see ``_held``), that call waits for a builder
+    instead (``ai.confirmation``) and the answer's ``say`` calls are not run: their words
+    wait with it, unless a write failed (they may claim it): then they are held back.
 
     Returns:
         Deferred: Fires with a :class:`_Ran`.
@@ -512,23 +551,26 @@ def _run_calls(calls, allowed, pattern, context, result):
             ran.stop = "tool_not_allowed"
             continue
         tool = get_tool(name)
-        if tool.is_dangerous and pattern.dangerous_requires_confirm:
-            results[call["id"]] = _not_run(
-                call, f"{name} is dangerous and awaits a builder's confirmation"
-            )
-            awaiting = list(context.script.db.awaiting_confirmation or [])
-            # The turn's audience goes with it: the call runs, later, for them alone.
-            context.script.db.awaiting_confirmation = awaiting + [
-                {**call, "audience": context.audience}
-            ]
+        if waiting and call is waiting.call:
+            words = waiting.words
+            if ran.failed_writes:
+                result.held.extend(word for word in words if word)  # they may claim it
+                words = []
+            content = hold_call(context, call, words)
+            results[call["id"]] = {"role": "tool", "tool_call_id": call["id"], "content": content}
             ran.stop = "awaiting_confirmation"
             continue
         if name == "say" and ran.failed_writes:
             results[call["id"]] = _not_run(
                 call, HELD_REPLY.format(writes=", ".join(ran.failed_writes))
             )
-            result.held.append(_say_messages([call])[0])
-            ran.held = True
+            if not waiting:  # a held call's words were held back with it
+                result.held.append(_say_messages([call])[0])
+                ran.held = True
+            continue
+        if waiting and name == "say":
+            held_name = waiting.call["function"]["name"]
+            results[call["id"]] = _not_run(call, f"said once a builder allows {held_name}")
             continue
         outcome = yield defer.maybeDeferred(execute_tool, call, context)
         results[call["id"]] = {

@@ -7,6 +7,7 @@ from textwrap import wrap
 from evennia.utils.ansi import raw
 
 from ..config import SCRIPT_CONFIG, ConfigError, parse_value
+from ..llm_interaction import model_problem
 from .common import INDENT, AssistantCommand, find_assistant, shortened
 
 
@@ -19,7 +20,8 @@ class CmdAiMode(AssistantCommand):
       aimode <assistant> = awake|sleep
 
     An assistant asleep runs its memory work (the sleep pipeline) and wakes when a
-    player speaks to it.
+    player speaks to it. When its model cannot answer until its configuration
+    changes (a key missing or refused, an option refused), it says why.
 
     Examples:
       aimode helper
@@ -48,6 +50,9 @@ class CmdAiMode(AssistantCommand):
             self.caller.msg(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
         else:
             self.caller.msg(f"{assistant.key} is awake.")
+        problem = model_problem(script)
+        if problem:
+            self.caller.msg("\n".join(wrap(f"It cannot answer: {problem}", 78)))
 
 
 def in_full(label, value, width):

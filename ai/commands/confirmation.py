@@ -1,11 +1,8 @@
 """The builders' answer to the dangerous tool calls an assistant waits on."""
 
-from evennia.utils.dbserialize import deserialize
 from evennia.utils.evtable import EvTable
 
-from ..audience import with_audience
-from ..prompt_contexts import CONTEXT_TICK_EVENT
-from ..tools import ToolContext, execute_tool
+from ..confirmation import NoSuchCall, confirm_call, discard_call, waiting_calls
 from ..utils.message_format import tool_call_text
 from .common import AssistantCommand, find_assistant
 
@@ -23,10 +20,12 @@ class CmdAiConfirm(AssistantCommand):
       discard - drop the call instead of running it
 
     Where a context asks for confirmation, the assistant does not run a
-    dangerous tool (one that changes the world) but waits for a builder. The
-    plain form lists the waiting calls, numbered. With a number, that call runs
-    now, and its result goes into the assistant's history so it knows; with
-    /discard, the call is dropped and the assistant is told so.
+    dangerous tool (one that changes the world) but waits for a builder: the
+    players who asked hear that a builder was asked, and the AIlog channel
+    says so. The plain form lists the waiting calls, numbered. With a number,
+    that call runs now: its players hear that it was done (or failed), and its
+    result goes into the assistant's history; with /discard, the call is
+    dropped, and the players and the assistant are told so.
 
     Examples:
       aiconfirm helper
@@ -45,8 +44,8 @@ class CmdAiConfirm(AssistantCommand):
         if assistant is None:
             return
         script = assistant.assistant_script
-        waiting = list(script.db.awaiting_confirmation or [])
         if self.rhs is None:
+            waiting = waiting_calls(script)
             if not waiting:
                 caller.msg(f"{assistant.key} waits on no dangerous tool call.")
                 return
@@ -56,23 +55,26 @@ class CmdAiConfirm(AssistantCommand):
             caller.msg(f"Tool calls {assistant.key} waits on:\n{table}")
             return
         number = self.rhs.strip()
-        if not number.isdigit() or not 1 <= int(number) <= len(waiting):
+        try:
+            if "discard" in self.switches:
+                call = discard_call(script, assistant, _whole(number), caller)
+                caller.msg(f"Discarded {tool_call_text(call)}; {assistant.key} is told.")
+                return
+            running = confirm_call(script, assistant, _whole(number), caller)
+        except NoSuchCall:
             caller.msg(
                 f"{assistant.key} has no waiting call {number!r}; see aiconfirm {assistant.key}."
             )
             return
-        call = deserialize(waiting.pop(int(number) - 1))
-        audience = call.pop("audience", None)
-        script.db.awaiting_confirmation = waiting
-        text = tool_call_text(call)
-        if "discard" in self.switches:
-            note = f"{caller.key} did not allow your call {text}; it was not run."
-            caller.msg(f"Discarded {text}; {assistant.key} is told.")
-        else:
-            context = ToolContext(script, assistant, CONTEXT_TICK_EVENT, audience=audience)
-            outcome = execute_tool(call, context)
-            note = f"{caller.key} allowed your call {text}; it returned: {outcome.content}"
-            caller.msg(f"Ran {text} for {assistant.key}: {outcome.content}")
-        script.append_message(
-            {"role": "user", "content": note, "metadata": with_audience({}, audience)}
+        running.addCallback(
+            lambda ran: caller.msg(
+                f"Ran {tool_call_text(ran[0])} for {assistant.key}: {ran[1].content}"
+            )
         )
+
+
+def _whole(text):
+    """Return ``text`` as a whole number, or raise NoSuchCall (no call has another name)."""
+    if not text.isdigit():
+        raise NoSuchCall(text)
+    return int(text)

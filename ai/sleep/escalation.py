@@ -28,6 +28,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..context_usage import describe_frame, measure_context
+from ..log_channel import post_to_log_channel
 from ..signals import CompactionPlan
 from ..utils.markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
 from ..utils.message_format import is_summary
@@ -36,7 +37,6 @@ from ..utils.value_checks import ConfigError
 from .archiving import archive_oldest
 from .common import PRESERVE_ROOM_SHARE, kind_threshold, old_messages
 from .masking import mask_tool_outputs
-from .notify import post_to_log_channel
 
 # A summary is worth asking for when the messages are at least this many times the
 # smallest summary: its marker, its reference line and a few lines of text.

@@ -11,9 +11,9 @@ from django.db.models import Sum
 
 from ..context_usage import measure_context
 from ..history import HistoryChanged
+from ..log_channel import post_to_log_channel
 from ..models import CompactionRecord, ConversationMessage, JournalEntry
 from ..utils.message_format import is_summary
-from .notify import post_to_log_channel
 
 
 class UndoRefused(Exception):

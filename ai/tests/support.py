@@ -5,6 +5,7 @@ it, so ``deferToThread`` and ``callLater`` run for real, as in the server. No te
 against a clock: a loaded machine makes the suite slower, never failing.
 """
 
+import faulthandler
 import json
 import sys
 import threading
@@ -22,9 +23,12 @@ from twisted.internet.task import deferLater
 from twisted.internet.threads import blockingCallFromThread
 from twisted.python.failure import Failure
 
+from ai.model_refusals import forget_refusals
 from ai.utils.thread_pools import LazyPool
 
 ASSISTANT = "ai.assistant_character.AssistantCharacter"
+# How long a wait lasts before it prints every thread's stack: a report, never a failure.
+HANG_REPORT_SECONDS = 600
 
 
 def wait_for(deferred):
@@ -32,19 +36,25 @@ def wait_for(deferred):
 
     The wait has no time limit: it lasts while something could still fire ``deferred`` (a
     thread of a pool at work, a call from a thread waiting for the reactor, a timer), and
-    fails at once when nothing could.
+    fails at once when nothing could. A thread that never ends (a deadlock) would make it
+    last forever: after ``HANG_REPORT_SECONDS`` every thread's stack is printed, once, to
+    show where, and the wait goes on.
     """
     start_reactor_threads()
     pools = thread_pools()
     outcome = []
     deferred.addBoth(outcome.append)
-    while not outcome:
-        reactor.iterate(0.005)
-        if not outcome and nothing_pending(pools):
-            raise AssertionError(
-                "The Deferred can never fire: no thread works for it, no call waits for the "
-                "reactor and no timer is set"
-            )
+    faulthandler.dump_traceback_later(HANG_REPORT_SECONDS)
+    try:
+        while not outcome:
+            reactor.iterate(0.005)
+            if not outcome and nothing_pending(pools):
+                raise AssertionError(
+                    "The Deferred can never fire: no thread works for it, no call waits for "
+                    "the reactor and no timer is set"
+                )
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     result = outcome[0]
     if isinstance(result, Failure):
         result.raiseException()
@@ -214,9 +224,12 @@ class WithAssistant:
         self.script = self.assistant.assistant_script
         # The switch to tools listed as text is kept in memory as well as in the test's
         # (rolled back) database: each test starts and ends without one, under pytest and
-        # `evennia test` alike (whose runner knows no pytest fixture).
+        # `evennia test` alike (whose runner knows no pytest fixture). So are the models
+        # that refused their key.
         forget_tool_offerings()
         self.addCleanup(forget_tool_offerings)
+        forget_refusals()
+        self.addCleanup(forget_refusals)
 
 
 def forget_tool_offerings():

@@ -299,6 +299,8 @@ class TestAiConfirm(AssistantCommandTestCase):
         self.call(
             CmdAiConfirm(),
             "Helper = 2",
+            # The builder, in the room, hears what the room hears first.
+            "A builder allowed it, and Helper did it: demolish (what: the bridge).|"
             'Ran demolish({"what": "the bridge"}) for Helper: the bridge is rubble',
         )
         self.assertEqual(self.demolished, ["the bridge"])
@@ -314,7 +316,12 @@ class TestAiConfirm(AssistantCommandTestCase):
         )
 
     def test_discarding_drops_the_call_unrun_and_tells_the_assistant(self):
-        self.call(CmdAiConfirm(), "/discard Helper = 1", "Discarded demolish(")
+        self.call(
+            CmdAiConfirm(),
+            "/discard Helper = 1",
+            "A builder did not allow it, so Helper did not do it: demolish (what: the old mill).|"
+            "Discarded demolish(",
+        )
         self.assertEqual(self.demolished, [])
         remaining = self.script.db.awaiting_confirmation
         self.assertEqual(

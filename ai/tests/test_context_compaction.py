@@ -724,7 +724,7 @@ class TestNotifications(CompactionTestCase):
     def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):
         from unittest.mock import patch as mock_patch
 
-        from ai.sleep.notify import log_channel
+        from ai.log_channel import log_channel
 
         channel = log_channel()
         self.assertTrue(channel.access(self.char1, "listen"), "Builders listen")

@@ -2,6 +2,8 @@
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 from unittest import mock
 
@@ -257,6 +259,17 @@ class TestThinkingEmote(AssistantTestCase):
         self.assertEqual(self.thinking_lines(), [])
 
 
+# Run in a fresh process: the modules that a first call after load_litellm imports.
+FIRST_CALL_IMPORTS = """
+import sys
+from ai.litellm_loader import load_litellm
+litellm = load_litellm()
+before = set(sys.modules)
+litellm.completion(model="offline/first", messages=[{"role": "user", "content": "hello"}])
+print("\\n".join(sorted(set(sys.modules) - before)))
+"""
+
+
 class TestLitellmPreload(AssistantTestCase):
     def test_server_start_imports_litellm_in_a_worker_thread(self):
         threads = []
@@ -272,6 +285,17 @@ class TestLitellmPreload(AssistantTestCase):
             wait_for(preloading)
         self.assertEqual(len(threads), 1)
         self.assertIsNot(threads[0], threading.main_thread())
+
+    def test_once_preloaded_the_first_call_has_nothing_left_to_import(self):
+        # A fresh process: this one imported everything long ago.
+        found = subprocess.run(
+            [sys.executable, "-c", FIRST_CALL_IMPORTS],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "ai.tests.settings"},
+        )
+        self.assertEqual(found.returncode, 0, found.stderr)
+        self.assertEqual(found.stdout.split(), [], "imported by the first call")
 
 
 class TestToolsAsText(AssistantTestCase):

@@ -5,9 +5,9 @@ from unittest.mock import patch
 
 from ai.commands import AssistantCmdSet, CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import journal_entries
+from ai.log_channel import log_channel
 from ai.models import CompactionRecord, JournalEntry
 from ai.sleep.common import is_stuck, record_outcome
-from ai.sleep.notify import log_channel
 
 from .support import (
     AssistantTestCase,
