@@ -365,7 +365,7 @@ class TestAiConfirm(AssistantCommandTestCase):
                 self.assertEqual(words(self.call(CmdAiConfirm(), args)), refusal)
         self.assertEqual(self.demolished, [])
         self.assertEqual(len(self.script.db.awaiting_confirmation), 2)
-        self.call(CmdAiConfirm(), "/disc Helper = 1", "Discarded demolish(")
+        self.assertIn("Discarded demolish(", self.call(CmdAiConfirm(), "/disc Helper = 1"))
         self.assertEqual(len(self.script.db.awaiting_confirmation), 1)
 
     def test_nothing_waiting(self):
