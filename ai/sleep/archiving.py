@@ -3,11 +3,13 @@ room otherwise (see ``ai.sleep.escalation``).
 
 The messages older than the preserve window are archived, linked to one short marker per
 audience that says how many were archived and that ``search_history`` finds them, followed
-by the players' statements among them that the journal does not hold, in their own words
-(``ai.sleep.quality_gate.restore_statements``, within a share of the words replaced that
-shrinks when the archive would otherwise leave usage over the threshold).
-No model is asked to summarize: the escalation runs the pre-compaction extraction first,
-so that their facts are journaled, and the archive is where the messages are read back. The compaction is recorded like any other, and ``aicompact/undo`` takes it back.
+by what the earlier summaries and markers among them kept, then the players' statements
+among them that the journal does not hold, in their own words (``ai.sleep.quality_gate``),
+within a share of the words replaced that shrinks when the archive would otherwise leave
+usage over the threshold. No model is asked to summarize: the escalation runs the
+pre-compaction extraction first, so that their facts are journaled, and the archive is
+where the messages are read back. The compaction is recorded like any other, and
+``aicompact/undo`` takes it back.
 """
 
 from django.utils import timezone
@@ -22,7 +24,7 @@ from .common import (
     kind_threshold,
     replace_recorded,
 )
-from .quality_gate import STATEMENTS_SHARE, restore_statements
+from .quality_gate import STATEMENTS_SHARE, restore_earlier, restore_statements
 
 # The share of the archived words that the players' statements may fill, tried in turn: an
 # archive that would not bring usage under the threshold keeps fewer, then only its marker;
@@ -32,11 +34,14 @@ STATEMENT_SHARES = (1.0, STATEMENTS_SHARE / 2, 0)
 
 
 def archive_marker(character, kind, audience, members, model, now, share):
-    """Return the system message standing for ``members``, archived whole: the marker, and
-    the statements of theirs that nothing else keeps, within ``share`` of their words."""
+    """Return the system message standing for ``members``, archived whole: the marker, then
+    what the earlier summaries and markers among them kept (an archive of an archive keeps
+    its statements), then the statements of theirs that nothing else keeps, oldest first
+    within ``share`` of their words."""
     # The marker's own words are not counted against the share: for a short exchange (a
     # whisper and its answer) they alone would leave no room for its one statement.
-    said, _ = restore_statements(character, audience, members, "", share)
+    earlier, _ = restore_earlier(members, "", share)
+    said, _ = restore_statements(character, audience, members, earlier, share)
     text = (
         f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
         f"to make room; search_history finds them by their words.{said}"

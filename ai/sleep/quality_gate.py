@@ -26,7 +26,13 @@ only, so it is deterministic.
 from ..helpers.journal import entries_citing
 from ..utils.facts import plain_words, relates_specific_subject, replaces
 from ..utils.grounding import key_terms, survives
-from ..utils.markers import EARLIER_HEADER, NOTES_HEADER, RESTORED_HEADER, SAID_HEADER
+from ..utils.markers import (
+    ARCHIVE_MARKER,
+    EARLIER_HEADER,
+    NOTES_HEADER,
+    RESTORED_HEADER,
+    SAID_HEADER,
+)
 from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
 from ..utils.sentences import sentences
 from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
@@ -131,24 +137,34 @@ def restore_statements(character, audience, members, summary, share=STATEMENTS_S
     kept = set(plain_words(summary))
     for entry in entries_citing(character, [m["id"] for m in members], audience):
         kept.update(plain_words(entry["content"]))
-    budget = share * sum(len(plain_words(m.get("content"))) for m in members)
-    used, lost = len(plain_words(summary)), []
-    for speaker, sentence in statements(members, character.key):
-        if survives(sentence, kept):
-            continue
-        line = f"- {speaker}: {quoted(sentence)}"
-        used += len(plain_words(line))
-        if used > budget:
-            break
-        lost.append(line)
+    lines = [
+        f"- {speaker}: {quoted(sentence)}"
+        for speaker, sentence in statements(members, character.key)
+        if not survives(sentence, kept)
+    ]
+    lost = within_share(lines, members, summary, share)
     if not lost:
         return summary, 0
     return "\n".join([summary, SAID_HEADER, *lost]), len(lost)
 
 
+def within_share(lines, members, summary, share):
+    """Return the first of ``lines`` that ``summary`` can take while it holds at most
+    ``share`` of the words of ``members`` (beyond it, a compaction makes too little room)."""
+    budget = share * sum(len(plain_words(m.get("content"))) for m in members)
+    used, kept = len(plain_words(summary)), []
+    for line in lines:
+        used += len(plain_words(line))
+        if used > budget:
+            break
+        kept.append(line)
+    return kept
+
+
 def earlier_lines(members):
-    """Return the fact lines of the earlier ``[CONTEXT SUMMARY]`` messages among ``members``
-    (their notes left out), list marks removed, each once."""
+    """Return the fact lines of the earlier compaction messages among ``members`` (a
+    ``[CONTEXT SUMMARY]`` or an ``[ARCHIVED HISTORY]`` marker; their notes, headers and the
+    marker's own sentence left out), list marks removed, each once."""
     lines = []
     for message in members:
         if not (is_summary(message) and message["role"] == "system"):
@@ -157,20 +173,25 @@ def earlier_lines(members):
             if line.strip() == NOTES_HEADER:
                 break
             line = LIST_MARK.sub("", line).strip()
-            headers = line in (RESTORED_HEADER, EARLIER_HEADER)
-            if len(line.split()) >= MIN_RESTORED_WORDS and not headers and line not in lines:
+            header = line in (RESTORED_HEADER, EARLIER_HEADER, SAID_HEADER)
+            if line.startswith(ARCHIVE_MARKER) or header or line in lines:
+                continue
+            if len(line.split()) >= MIN_RESTORED_WORDS:
                 lines.append(line)
     return lines
 
 
-def restore_earlier(members, summary):
-    """Return ``(summary, count)``: ``summary`` with the lines of the earlier summaries among
-    ``members`` that it lost appended, and how many."""
+def restore_earlier(members, summary, share=None):
+    """Return ``(summary, count)``: ``summary`` with the lines of the earlier summaries and
+    archive markers among ``members`` that it lost appended, and how many; oldest first
+    while the whole holds at most ``share`` of the words of ``members`` when it is given."""
     summary_words = set(plain_words(summary))
-    lost = [line for line in earlier_lines(members) if not survives(line, summary_words)]
+    lost = [f"- {line}" for line in earlier_lines(members) if not survives(line, summary_words)]
+    if share is not None:
+        lost = within_share(lost, members, summary, share)
     if not lost:
         return summary, 0
-    return "\n".join([summary, EARLIER_HEADER, *(f"- {line}" for line in lost)]), len(lost)
+    return "\n".join([summary, EARLIER_HEADER, *lost]), len(lost)
 
 
 def restore_dropped(character, audience, members, summary):

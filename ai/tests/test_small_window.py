@@ -192,6 +192,41 @@ class TestArchiveKeepsStatements(SmallWindowCase):
         self.assertIn(kept, marker["content"])
         self.assertEqual(marker["metadata"]["audience"], private["audience"])
 
+    def test_an_archive_of_an_archive_keeps_what_the_first_kept(self):
+        """A sleep archives a whisper behind a marker that keeps its statement; the next
+        archives that marker with newer messages: the statement is still live."""
+        private = {"audience": [self.char1.dbref]}
+        line = "The mill in Oakvale charges 6 copper a sack."
+        whispered = [
+            self.script.append_message(
+                {"role": "user", "content": f'Char whispers to you, "{line}"', "metadata": private}
+            ),
+            self.script.append_message(
+                {"role": "assistant", "content": "Noted.", "metadata": private}
+            ),
+        ]
+        share = STATEMENT_SHARES[0]
+        first = archive_marker(
+            self.assistant, "sleep", private["audience"], whispered, "model", now(), share
+        )
+        later = [
+            self.script.append_message(first),
+            self.script.append_message(
+                {
+                    "role": "user",
+                    "content": 'Char whispers to you, "Thanks, good night."',
+                    "metadata": private,
+                }
+            ),
+        ]
+        second = archive_marker(
+            self.assistant, "sleep", private["audience"], later, "model", now(), share
+        )["content"]
+        self.assertTrue(second.startswith(f"{ARCHIVE_MARKER} 2 earlier messages"), second)
+        self.assertIn(f'- Char: "{line}"', second)
+        self.assertEqual(second.count(ARCHIVE_MARKER), 1, second)
+        self.assertNotIn(SAID_HEADER, second, "nothing said in the later messages to keep")
+
 
 class TestNothingOverTheWindow(SmallWindowCase):
     def test_a_prompt_over_the_window_is_not_sent(self):
