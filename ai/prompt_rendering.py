@@ -80,6 +80,14 @@ def present_characters(character):
     return location.contents_get(exclude=character, content_type="character")
 
 
+def whereabouts(character):
+    """Return the prompt's line of where ``character`` is and who is there, or ""."""
+    if not character.location:
+        return ""
+    present = ", ".join(obj.key for obj in present_characters(character)) or "nobody"
+    return f"You are in {character.location.key}. Present: {present}."
+
+
 def render_character_context(state):
     character = state.character
     lines = [f"You are {character.key}, currently {state.script.db.operating_mode}."]
@@ -87,8 +95,7 @@ def render_character_context(state):
     if description:
         lines.append(f"Your description: {description}")
     if character.location:
-        present = ", ".join(obj.key for obj in present_characters(character)) or "nobody"
-        lines.append(f"You are in {character.location.key}. Present: {present}.")
+        lines.append(whereabouts(character))
     return "\n".join(lines)
 
 

@@ -29,7 +29,7 @@ from .prompt_components import (
 )
 from .prompt_contexts import get_context_config, select_execution_pattern
 from .prompt_layout import cache_points
-from .prompt_rendering import recall_query
+from .prompt_rendering import recall_query, whereabouts
 from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
@@ -112,6 +112,12 @@ RECENT_REPLIES = 3
 ECHO_NUDGE = (
     NUDGE_FRAME + "Your draft reply only repeated what {speaker} said. Reply to {speaker} in "
     "your own words: answer the question, or say briefly that you will remember it."
+)
+# Sent once, after an answer that only restated the prompt's line of where the assistant is
+# and who is present (Qwen2.5-Coder-1.5B did, when that line came just before the player's).
+WHEREABOUTS_NUDGE = (
+    NUDGE_FRAME + "Your draft reply only restated where you are and who is present. Reply "
+    "to what {speaker} just said, in your own words."
 )
 
 # Sent once, after an answer that only announced a tool use ("I will add <thing> to my
@@ -370,9 +376,10 @@ def _nudge(script, answer, event, history, result):
         result.intention_retries += 1
         prefer_text_listing(script, answer, "announced a tool use without making it")
         return INTENTION_NUDGE.format(speaker=_speaker(event))
-    if _echoes(answer, event):
+    echoed = _echoed(_said_in(answer.as_message()), event, script.obj)
+    if echoed:
         result.echo_retries += 1
-        return ECHO_NUDGE.format(speaker=_speaker(event))
+        return echoed.format(speaker=_speaker(event))
     earlier = []
     for message in reversed(history):  # the newest replies only
         said = _said_in(message) if message["role"] == "assistant" else ""
@@ -436,9 +443,14 @@ def _withhold_announcement(script, character, answer, audience, result):
     return replace(answer, content="", tool_calls=[])
 
 
-def _echoes(answer, event):
-    """Tell whether ``answer`` would only repeat the player's line back to them."""
-    return answer.ok and is_echo(_said_in(answer.as_message()), event.get("text"))
+def _echoed(said, event, character):
+    """Return the nudge for ``said`` when it only repeats the player's line back to them or
+    the prompt's line of whereabouts, else None."""
+    if is_echo(said, event.get("text")):
+        return ECHO_NUDGE
+    if is_echo(said, whereabouts(character)):
+        return WHEREABOUTS_NUDGE
+    return None
 
 
 def _speech(script, answer, config, event, result):
@@ -456,7 +468,7 @@ def _speech(script, answer, config, event, result):
         return ""
     if any(call["function"]["name"] == "say" for call in answer.tool_calls):
         return ""
-    if looks_like_markup(text) or (result.echo_retries and is_echo(text, event.get("text"))):
+    if looks_like_markup(text) or (result.echo_retries and _echoed(text, event, script.obj)):
         logger.log_warn(f"AI {script.label}: withheld an answer (markup or an echo): {text[:60]}")
         result.withheld.append(text)
         return ""

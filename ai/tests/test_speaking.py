@@ -1,6 +1,7 @@
 """Only conversation speaks: what a real model's text answers do in each context."""
 
 from ai.helpers.journal import journal_entries
+from ai.prompt_rendering import whereabouts
 from ai.sleep.extraction import run_pre_compaction_extraction, stated_facts
 from ai.tool_execution import run_react_loop
 
@@ -104,6 +105,17 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertEqual(result["status"], "acted")
         self.assertEqual(result["loop"].withheld, ["Your horse is called Thunder."])
         self.assertNotIn("Thunder", self.heard_text())
+
+    def test_a_reply_that_restates_where_the_assistant_is_is_asked_for_again(self):
+        where = whereabouts(self.assistant)
+        self.assertIn("Present:", where)
+        result = self.tick_on(where, "A fine name, Char!", text="My horse is called Thunder.")
+        self.assertEqual(result["reply"], "A fine name, Char!")
+        self.assertEqual(result["loop"].echo_retries, 1)
+        self.assertIn("only restated where you are", self.llm.calls[1][-1]["content"])
+        self.assertNotIn("Present:", self.heard_text())
+        again = self.tick_on(where, where, text="My horse is called Thunder.")
+        self.assertEqual(again["loop"].withheld, [where], "a second one is withheld")
 
     def test_a_reply_said_before_is_asked_for_again_once(self):
         stock = "I'm glad you're doing well, {}! Let me know if you need anything else."
