@@ -233,6 +233,22 @@ class TestJournalTools(ToolTestCase):
         self.assertIn("needs content", result.content)
         self.assertEqual(journal_entries(self.assistant), [])
 
+    def test_a_question_is_not_journaled_as_a_fact(self):
+        for context in ("conversation", "pre_compaction"):
+            self.ctx.context_type = context
+            self.ctx.source_messages = [
+                {"role": "user", "content": 'Char says, "What is the toll at the bridge?"'}
+            ]
+            result = self.run_tool(
+                "add_journal_entry", {"content": "What is the toll at the bridge?"}
+            )
+            self.assertFalse(result.ok, context)
+            self.assertIn("a question holds no fact", result.content)
+        self.assertEqual(journal_entries(self.assistant), [])
+        self.ctx.context_type = "conversation"
+        asked = "Char asked what the toll at the bridge is. Nobody knew?"
+        self.assertTrue(self.run_tool("add_journal_entry", {"content": asked}).ok)
+
     def test_review_an_empty_journal(self):
         self.assertEqual(self.run_tool("review_journal").content, "The journal is empty.")
 

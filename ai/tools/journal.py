@@ -14,6 +14,7 @@ from ..helpers.journal import (
     search_entries,
 )
 from ..utils.grounding import transcript_words, unfounded
+from ..utils.sentences import sentences
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
@@ -22,6 +23,12 @@ from .targets import resolve_entity
 def add_journal_entry(ctx, content, importance=5, tags=()):
     """Write a journal entry sourced from the turn's messages."""
     source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
+    said = sentences(content or "")
+    if said and all(sentence.endswith("?") for sentence in said):
+        # A player's question, journaled as it was asked, tells nothing to remember.
+        return ToolResult(
+            ok=False, content="Not journaled: a question holds no fact; journal what was stated."
+        )
     if source_type == "pre_compaction":
         # Notes taken before a compaction stand for the transcript: they tell only what it says.
         why = unfounded(content, transcript_words(ctx.source_messages))
