@@ -39,6 +39,8 @@ _IDS_ASKED = 10
 RECENT_CITING = 1000
 # A player's own words about themselves: "I", "I'm", "my", "me".
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
+# Words already credited to someone: "<Name> says, ...", "<Name> whispers to you, ...".
+_ATTRIBUTED = re.compile(r"\b[A-Z][\w'-]* (?:says|said|whispers|whispered|asks|asked)\b")
 
 
 def as_entry(row):
@@ -282,9 +284,10 @@ def search_entries(
 def credited(content, messages):
     """Return ``content`` credited to the player whose words it repeats in the first person
     ("I hid the map ..." -> "<speaker> said: I hid the map ..."): read later, an uncredited
-    "I" would be the assistant's. Unchanged when it names no one by "I", "my" or "me", or
-    when the messages it cites are not one player's."""
-    if not _FIRST_PERSON.search(content or ""):
+    "I" would be the assistant's. Unchanged when it names no one by "I", "my" or "me", when
+    it already says who spoke ("<name> says, ..."), or when the messages it cites are not
+    one player's."""
+    if not _FIRST_PERSON.search(content or "") or _ATTRIBUTED.search(content):
         return content
     cited = set(cited_messages(content, messages))
     speakers = {

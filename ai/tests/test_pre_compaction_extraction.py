@@ -3,7 +3,7 @@
 from django.test import override_settings
 
 from ai.helpers.entity_context import entity_profiles
-from ai.helpers.journal import journal_entries
+from ai.helpers.journal import credited, journal_entries
 from ai.prompt_contexts import DEFAULT_PRE_COMPACTION_PROMPT
 from ai.sleep.extraction import EXTRACTION_INSTRUCTION, run_pre_compaction_extraction
 
@@ -197,3 +197,9 @@ class TestFactsInAPlayersWords(ExtractionTestCase):
         self.assertIn("Char2 said the cellar password is swordfish.", entries)
         self.assertIn("Char2 said: My horse is called Thunder.", entries)
         self.assertIn("Char said: I buried 40 gold coins under the old oak.", entries)
+
+    def test_words_already_credited_are_not_credited_again(self):
+        said = {"id": 7, "role": "user", "content": 'Char whispers to you, "I sold my mare."'}
+        entry = 'Remember this: Char whispers to you, "I sold my mare."'
+        self.assertEqual(credited(entry, [said]), entry)
+        self.assertEqual(credited("I sold my mare.", [said]), "Char said: I sold my mare.")
