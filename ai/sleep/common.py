@@ -113,10 +113,12 @@ def start_threshold(config):
 
 
 def kind_threshold(config, kind):
-    """Return the usage a ``kind`` compaction must bring the context under."""
+    """Return the usage a ``kind`` compaction must bring the context under: the emergency
+    or the sleep threshold. Masking starts lower (``start_threshold``), but what it leaves
+    over its own threshold and under the sleep one is no reason to summarize or archive."""
     if kind == "emergency":
         return config["compact_emergency_threshold"]
-    return start_threshold(config)
+    return config["compact_sleep_threshold"]
 
 
 def within_preserve_window(before, config):

@@ -7,13 +7,14 @@ from ai.context_usage import ContextUsage
 from ai.helpers.journal import journal_entries
 from ai.models import CompactionRecord
 from ai.prompt_contexts import CONTEXT_TICK_EVENT
+from ai.sleep import run_sleep_tick
 from ai.sleep.archiving import STATEMENT_SHARES, archive_marker
 from ai.sleep.common import preserve_tokens
 from ai.sleep.undo import undo_last_compaction
 from ai.tools import ToolContext, execute_tool
 from ai.utils.markers import ARCHIVE_MARKER, SAID_HEADER
 
-from .support import AssistantTestCase, ScriptedLLM, store_window
+from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
 
 WINDOW = 2500
 # Lines of a long system prompt, as a game's own lore would make it: with them the frame is
@@ -226,6 +227,37 @@ class TestArchiveKeepsStatements(SmallWindowCase):
         self.assertIn(f'- Char: "{line}"', second)
         self.assertEqual(second.count(ARCHIVE_MARKER), 1, second)
         self.assertNotIn(SAID_HEADER, second, "nothing said in the later messages to keep")
+
+
+class TestHybridSleep(SmallWindowCase):
+    def test_a_hybrid_sleep_makes_room_under_the_sleep_threshold_and_keeps_statements(self):
+        """hybrid masks from 50%, but needs usage only under the sleep threshold: with the
+        frame over 50%, a refused summary still escalates to an archive that keeps the
+        players' statements, as it would at the summary strategy."""
+        self.script.set_config("compact_strategy", "hybrid")
+        statements = [
+            "The ferry to Saltmarsh leaves at 9 bells.",
+            "My sister Maren keeps the lighthouse on Gull Rock.",
+        ]
+        for line in statements + ["What a fine and quiet evening it is by the fire."] * 6:
+            self.script.append_message({"role": "user", "content": f'Char2 says, "{line}"'})
+        old = sum(message["token_count"] for message in self.script.conversation_history)
+        self.say_long(int(0.73 * WINDOW - self.frame - old))
+        self.assertGreater(self.script.context_usage().usage, 0.7)
+        with (
+            ScriptedLLM([("noop", {})], [("noop", {})]) as model,
+            ScriptedLLM(LONG_SUMMARY, provider="summarizer") as summarizer,
+        ):
+            self.script.set_config("llm_model", model.model)
+            self.script.set_config("compact_model", summarizer.model)
+            results = wait_for(run_sleep_tick(self.script, self.assistant))
+        compaction = results["context_compaction"]
+        self.assertTrue(compaction["success"], compaction)
+        self.assertLess(self.script.context_usage().usage, 0.7)
+        marker = self.script.conversation_history[0]["content"]
+        self.assertTrue(marker.startswith(ARCHIVE_MARKER), marker)
+        for line in statements:
+            self.assertIn(f'- Char2: "{line}"', marker)
 
 
 class TestNothingOverTheWindow(SmallWindowCase):
