@@ -147,14 +147,27 @@ class TestArgumentValidation(ToolTestCase):
         )
 
     def test_wrong_type(self):
-        self.assert_refused({"content": "A fact", "importance": "high"}, "importance: ", "integer")
         self.assert_refused({"content": "A fact", "tags": ["ok", 5]}, "tags/1: ", "string")
 
-    def test_importance_out_of_range(self):
-        self.assert_refused(
-            {"content": "A fact", "importance": 11}, "importance: ", "maximum of 10"
-        )
-        self.assert_refused({"content": "A fact", "importance": 0}, "importance: ", "minimum of 1")
+    def test_a_bad_optional_argument_with_a_default_is_left_out_and_the_fact_kept(self):
+        """A small model rates a fact "high" or 11: the fact is journaled at the default
+        importance, and the model is told what was left out."""
+        for number, (importance, problem) in enumerate(
+            (
+                ("high", "'high' is not of type 'integer'"),
+                (11, "11 is greater than the maximum of 10"),
+                (0, "0 is less than the minimum of 1"),
+            )
+        ):
+            content = f"Char's fact number {number}."
+            result = self.run_tool(
+                "add_journal_entry", {"content": content, "importance": importance}
+            )
+            self.assertTrue(result.ok, result.content)
+            self.assertIn(f"(Argument importance {problem}", result.content)
+            self.assertIn("left out, 5 used.)", result.content)
+            entry = journal_entries(self.assistant)[-1]
+            self.assertEqual((entry["content"], entry["importance"]), (content, 5))
 
     def test_unexpected_argument(self):
         self.assert_refused({"content": "A fact", "mood": "glad"}, "'mood' was unexpected")
@@ -282,7 +295,9 @@ class TestJournalTools(ToolTestCase):
         self.assertTrue(lines[0].endswith("Fact 5."))
         self.assertTrue(lines[1].endswith("Fact 4."))
         self.assertEqual(len(self.run_tool("review_journal").content.splitlines()), 5)
-        self.assertFalse(self.run_tool("review_journal", {"limit": 21}).ok)
+        over = self.run_tool("review_journal", {"limit": 21}).content
+        self.assertEqual(len(over.splitlines()), 5, "the default limit")
+        self.assertIn("limit 21 is greater than the maximum of 20: left out, 5 used", over)
 
 
 class TestEntityObservations(ToolTestCase):

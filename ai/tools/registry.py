@@ -1,6 +1,7 @@
 """The tool registry: register tools, pick those a context offers, run a tool call."""
 
 import json
+from dataclasses import replace
 
 from evennia.utils import logger
 from jsonschema import Draft202012Validator
@@ -63,34 +64,52 @@ def tools_for(tool_filter=None, allowed_categories=None):
 def validate_arguments(tool, arguments):
     """Parse and check the JSON arguments of a call to ``tool``.
 
+    An optional argument with a default that breaks the schema (``"importance": "high"``
+    where a number is asked for) is left out, so that the default is used: a small model's
+    fact is not lost over how it rated it.
+
     Args:
         tool (Tool): The tool called.
         arguments (str): The call's arguments, a JSON object (empty means no arguments).
 
     Returns:
-        tuple: ``(dict, None)`` if valid, else ``(None, error)`` with an error the LLM can
-        read and correct, which says that nothing was done.
+        tuple: ``(dict, None, ignored)`` if valid, ``ignored`` saying which arguments were
+        left out and why (or ""), else ``(None, error, "")`` with an error the LLM can read
+        and correct, which says that nothing was done.
     """
     try:
         parsed = json.loads(arguments or "{}")
     except (TypeError, ValueError) as err:
         problem = f"not valid JSON ({err})"
     else:
-        problem = _problem(tool, parsed)
+        problem, ignored = _problem(tool, parsed)
     if problem is None:
-        return parsed, None
-    return None, f"Invalid arguments for {tool.name}: {problem}. Nothing was done."
+        return parsed, None, ignored
+    return None, f"Invalid arguments for {tool.name}: {problem}. Nothing was done.", ""
 
 
 def _problem(tool, parsed):
-    """Return what is wrong with the parsed arguments ``parsed`` of ``tool``, or None."""
+    """Return ``(problem, ignored)``: what is wrong with the parsed arguments ``parsed`` of
+    ``tool`` (or None), once the optional ones with a default that break its schema are
+    taken out of ``parsed``; and what was taken out, said for the model (or "")."""
     if not isinstance(parsed, dict):
-        return f"must be a JSON object, got {type(parsed).__name__}"
-    error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
-    if error is None:
-        return None
-    path = "/".join(str(part) for part in error.absolute_path)
-    return f"{path + ': ' if path else ''}{_plain_error(error)}"
+        return f"must be a JSON object, got {type(parsed).__name__}", ""
+    properties = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or ())
+    ignored = []
+    while True:
+        error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
+        if error is None:
+            return None, "; ".join(ignored)
+        path = "/".join(str(part) for part in error.absolute_path)
+        name = error.absolute_path[0] if error.absolute_path else None
+        if name in parsed and name not in required and "default" in properties.get(name, {}):
+            ignored.append(
+                f"{name} {_plain_error(error)}: left out, {properties[name]['default']!r} used"
+            )
+            del parsed[name]
+            continue
+        return f"{path + ': ' if path else ''}{_plain_error(error)}", ""
 
 
 def _plain_error(error):
@@ -122,7 +141,7 @@ def execute_tool(tool_call, ctx):
     if tool is None:
         available = ", ".join(tool.name for tool in all_tools())
         return ToolResult(ok=False, content=f"Unknown tool {name!r}. Available: {available}")
-    arguments, error = validate_arguments(tool, function.get("arguments"))
+    arguments, error, ignored = validate_arguments(tool, function.get("arguments"))
     if error:
         return ToolResult(ok=False, content=error)
     try:
@@ -132,8 +151,16 @@ def execute_tool(tool_call, ctx):
         return _failed(name, err)
     if isinstance(outcome, defer.Deferred):
         # A tool that waits on a worker (long-term memory) answers later.
-        return outcome.addErrback(lambda failure: _logged_failure(ctx, name, failure))
-    return outcome
+        outcome.addErrback(lambda failure: _logged_failure(ctx, name, failure))
+        return outcome.addCallback(_noting, ignored)
+    return _noting(outcome, ignored)
+
+
+def _noting(result, ignored):
+    """Return ``result`` telling the model which of its arguments were left out, if any."""
+    if not ignored:
+        return result
+    return replace(result, content=f"{result.content} (Argument {ignored}.)")
 
 
 def _logged_failure(ctx, name, failure):
