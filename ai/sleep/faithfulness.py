@@ -121,7 +121,7 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
             text = summary_text(content)
             transcript.summaries |= set(plain_words(text))
             for line in text.splitlines():
-                for name in _names_in(line, transcript):
+                for name in _speakers_of(line, transcript):
                     transcript.credit(name, line)
             transcript.words |= set(plain_words(text))
         elif message["role"] == "assistant":
@@ -142,6 +142,20 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
     for name in transcript.names:
         transcript.words |= set(plain_words(name))
     return transcript
+
+
+def _speakers_of(line, transcript):
+    """Return who an earlier summary's line credits, lower case: the participant it opens
+    with as the speaker ("<name> said ...", "<name>: ..."), else :func:`_names_in`.
+    ("Char said "I promised Char2 ..."" holds Char's words, not Char2's.)"""
+    opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
+    if opening:
+        who = (opening.group("who") or opening.group("named")).lower()
+        if who in ("you", "i", transcript.assistant):
+            return ["you"]
+        if who in transcript.names:
+            return [who]
+    return _names_in(line, transcript)
 
 
 def _names_in(line, transcript):

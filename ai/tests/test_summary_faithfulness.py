@@ -23,7 +23,7 @@ from ai.sleep.extraction import (
 )
 from ai.sleep.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
-from ai.utils.markers import EARLIER_HEADER, SAID_HEADER
+from ai.utils.markers import EARLIER_HEADER, SAID_HEADER, SUMMARY_MARKER
 from ai.utils.message_format import is_summary, summary_text
 
 from .support import ScriptedLLM, wait_for
@@ -205,6 +205,24 @@ class TestExamplesOfThePrompt(FaithfulnessTestCase):
         self.assertEqual(result["examples_dropped"], 2)
         self.assertEqual(live_snapshot(self.script), before)
         self.assertEqual(journal_entries(self.assistant), [])
+
+
+class TestSpeakersOfAnEarlierSummary(FaithfulnessTestCase):
+    EARLIER = [
+        {
+            "role": "system",
+            "content": f'{SUMMARY_MARKER}\n- Char said "I promised Char2 12 ingots by Friday."',
+            "metadata": {"type": "compaction", "kind": "sleep"},
+        }
+    ]
+
+    def test_a_line_copied_from_the_earlier_summary_keeps_its_speaker(self):
+        """The earlier summary names two players in one line: its words are the speaker's
+        only, so a summary of it that credits them to the other is corrected."""
+        self.compact(f'- Char2 said "I promised Char2 12 ingots by Friday."\n{TOLL}')
+        self.assert_stored(
+            '- Char said "I promised Char2 12 ingots by Friday."', TOLL, speakers_corrected=1
+        )
 
 
 class TestSpeakers(FaithfulnessTestCase):
