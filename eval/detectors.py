@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 # Words a summary may write with a capital although no player said them.
 ALWAYS_ALLOWED = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay"}
-# A capital after one of these starts a sentence, a list item or a quotation.
-SENTENCE_STARTS = tuple(".!?:\"'([{-*•>#\n")
+# A capital after one of these starts a sentence, a list item, a quotation or what follows a
+# bracketed label ("[You said] That's ...").
+SENTENCE_STARTS = tuple(".!?:\"'([{]-*•>#\n")
 # Words that start a sentence of a summary or a journal entry without being a name: a
 # capitalized word at a sentence start is a name unless the conversation or this list has it.
 COMMON_STARTS = set(
