@@ -31,6 +31,7 @@ from .support import AssistantTestCase, ScriptedLLM, wait_for
 
 CODE_NOW_1111 = '{"content": "Char\'s vault code is now 1111."}'
 
+
 def stored_memories(character):
     """Return the texts Mem0 holds in the assistant's namespace."""
     namespace = memory_namespace(character)
@@ -146,6 +147,13 @@ class TestFactsThatChange(MemoryTestCase):
         )
         self.assertTrue(
             replaces("Correction: the mill charges 9 coins.", "The mill charges 4 coins.")
+        )
+        # As a journal entry quotes it: who said it, then the lead-in inside the quotes.
+        self.assertTrue(
+            replaces(
+                "Ada says, 'Things have changed: the mill charges 9 coins.'",
+                "Ada says, 'The mill charges 4 coins.'",
+            )
         )
         # Without a word of change, another value of an unknown verb is another fact.
         self.assertFalse(replaces("The mill charges 9 coins.", "The mill charges 4 coins."))

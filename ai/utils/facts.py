@@ -52,6 +52,8 @@ _ATTRIBUTION = re.compile(
 # What follows it is a fact of three words or more ("The code is: <word>" keeps its colon).
 _LEAD_IN = re.compile(r"^\s*(?:[\w']+\s+){0,3}[\w']+:\s+(?=(?:\S+\s+){2}\S)")
 _WORD = re.compile(r"[a-z0-9']+")
+# Quotation marks around a fact as it was told.
+_QUOTES = "\"'“”‘’"
 # Words that say a fact changed, or that tell nothing of what it is about.
 _FILLER = {
     "now",
@@ -114,8 +116,13 @@ SINGLE_VALUED = {"place", "work", "debt"}
 
 def without_attribution(text):
     """Return a fact as it was told, who told it and how left out ("Dana told me that ...",
-    "Correction: ...")."""
-    return _ATTRIBUTION.sub("", _LEAD_IN.sub("", (text or "").strip()))
+    "Correction: ...", both and the quotes around the words: "Dana says, 'Correction: ...'")."""
+    told = (text or "").strip()
+    for _ in range(2):  # a lead-in may come before or after who told it
+        told = _ATTRIBUTION.sub("", _LEAD_IN.sub("", told)).strip()
+        if told[:1] in _QUOTES:
+            told = told.strip(_QUOTES).strip()
+    return told
 
 
 def plain_words(text):
