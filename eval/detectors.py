@@ -26,7 +26,8 @@ COMMON_STARTS = set(
     when where whether which while who whom whose why will with within without yes yesterday
     yet you your you're you've thank thanks sure okay conversation context assistant asked told said says mentioned
     promised reminder remember request requests open pending done tasks task private public
-    whispered greeting greetings small talk unknown""".split()
+    whispered greeting greetings small talk unknown can could would should may might must do
+    does did have has had is are was were be been""".split()
 )
 # Times and dates a contrib may stamp on its own lines (not facts).
 STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}\b")
@@ -91,7 +92,10 @@ def vocabulary(conversation):
 
 def _starts_sentence(text, start):
     before = text[:start].rstrip(" \t")
-    return not before or before.endswith(SENTENCE_STARTS) or re.search(r"\d\.?$", before)
+    if not before or before.endswith(SENTENCE_STARTS) or re.search(r"\d\.?$", before):
+        return True
+    # Words quoted without quotation marks: "You said, Yes, I can ...".
+    return bool(re.search(r"\b(?:said|says|asked|asks|whispered|whispers),$", before))
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,10 @@ class DetectorTest(TestCase):
     def test_contractions_and_thanks_opening_a_sentence_are_no_names(self):
         texts = ["Let's go back to the vault. Thank you, Ada. Ada's gate is open."]
         self.assertEqual(detectors.invented(texts, self.conversation), [])
-        labelled = ["[You said] That's a fine gate, Ada."]
+        labelled = [
+            "[You said] That's a fine gate, Ada.",
+            "- You said, Yes, I can tell. Can you wait?",
+        ]
         self.assertEqual(detectors.invented(labelled, self.conversation), [])
 
     def test_the_archive_marker_is_the_contribs_words(self):
