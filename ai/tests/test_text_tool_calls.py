@@ -498,6 +498,19 @@ def test_unknown_tool_is_malformed_and_removed():
     assert result.text == "Then I wait."
 
 
+def test_a_call_under_a_wrong_name_is_the_one_tool_its_arguments_fit():
+    text = '{"name": "Ada", "arguments": {"content": "Ada hid the map.", "importance": 1}}'
+    result = _extract(text)
+    assert _calls(result) == [
+        ("add_journal_entry", {"content": "Ada hid the map.", "importance": 1})
+    ]
+    assert result.malformed == []
+    # Arguments that fit no tool, or more than one, make no call.
+    tools = TOOLS + [_tool("remember", {"content": {"type": "string"}}, required=["content"])]
+    assert _extract('{"name": "Ada", "arguments": {"content": "x"}}', tools).calls == []
+    assert _extract('{"name": "Ada", "arguments": {"colour": "red"}}').calls == []
+
+
 def test_a_tool_that_exists_elsewhere_but_was_not_offered():
     text = '<tool_call>{"name": "add_journal_entry", "arguments": {"content": "x"}}</tool_call>'
     result = _extract(text, tools=[TOOLS[0], TOOLS[1]])

@@ -88,6 +88,19 @@ class _Catalog:
         """Return ``(name, parameters schema)`` of the offered tool ``name``, or None."""
         return self._tools.get(self._key(name)) if isinstance(name, str) else None
 
+    def fitting(self, arguments):
+        """Return ``(name, parameters schema)`` of the one offered tool that takes every key
+        of ``arguments`` and has all it requires, or None (none, or more than one)."""
+        keys = set(arguments)
+        fits = [
+            (name, params)
+            for name, params in self._tools.values()
+            if keys
+            and keys <= set(params.get("properties") or {})
+            and set(params.get("required") or ()) <= keys
+        ]
+        return fits[0] if len(fits) == 1 else None
+
     def _key(self, name):
         key = name.strip().lower()
         for prefix in self._PREFIXES:
@@ -97,15 +110,22 @@ class _Catalog:
 
 
 def _build_call(catalog, name, arguments):
-    """A ``{"name", "arguments"}`` function dict, or a string saying why there is none."""
-    found = catalog.lookup(name)
-    if found is None:
-        return f"tool {_snippet(str(name), 40)!r} was not offered"
-    name, params = found
+    """A ``{"name", "arguments"}`` function dict, or a string saying why there is none.
+
+    A call under a name no tool has whose arguments fit one offered tool alone is that
+    tool's (a small model wrote the speaker's name: ``{"name": "Ada", "arguments":
+    {"content": ...}}``).
+    """
     if isinstance(arguments, str):
         arguments = _loads_lenient(arguments) if arguments.strip() else {}
     if arguments is None:
         arguments = {}
+    found = catalog.lookup(name)
+    if found is None and isinstance(arguments, dict):
+        found = catalog.fitting(arguments)
+    if found is None:
+        return f"tool {_snippet(str(name), 40)!r} was not offered"
+    name, params = found
     if not isinstance(arguments, dict):
         return f"arguments for {name!r} are not a JSON object"
     if arguments.get("type") == "object" and isinstance(arguments.get("properties"), dict):
