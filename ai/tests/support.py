@@ -44,7 +44,8 @@ def wait_for(deferred):
     pools = thread_pools()
     outcome = []
     deferred.addBoth(outcome.append)
-    faulthandler.dump_traceback_later(HANG_REPORT_SECONDS)
+    # To the process's own stderr: a test may have redirected sys.stderr to a buffer.
+    faulthandler.dump_traceback_later(HANG_REPORT_SECONDS, file=sys.__stderr__)
     try:
         while not outcome:
             reactor.iterate(0.005)
