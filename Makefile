@@ -10,14 +10,18 @@ TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extr
 
 .PHONY: demo test test-postgres evennia-test bench eval-local eval-aggregate format dist clean
 
+# The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
+# several GB of a CUDA one) is all it needs. The steps say what they do in a line each
+# (every line make demo prints fits 78 columns); pip's own messages are pip's.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
-	# several GB of a CUDA one) is all it needs.
-	$(BIN)/pip install --quiet "torch==$(TORCH_VERSION)" $(TORCH_INDEX)
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	@echo "Creating $(VENV) with $(PYTHON) and installing evennia-ai into it..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --upgrade pip
+	@echo "Installing a CPU build of torch $(TORCH_VERSION)..."
+	@$(BIN)/pip install --quiet "torch==$(TORCH_VERSION)" $(TORCH_INDEX)
+	@echo "Installing evennia-ai (editable, with its development tools)..."
+	@$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
@@ -42,17 +46,18 @@ GAME_CONFIGURED := $(GAME_DIR)/.ai-configured
 EVENNIA := $(abspath $(BIN))/evennia
 
 $(GAME_CONFIGURED): | $(STAMP)
-	rm -rf $(GAME_DIR)
-	mkdir -p build
-	cd build && $(EVENNIA) --init demo_game > /dev/null
-	printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n' \
+	@echo "Creating the Evennia game $(GAME_DIR), with the contrib installed..."
+	@rm -rf $(GAME_DIR)
+	@mkdir -p build
+	@cd build && $(EVENNIA) --init demo_game > /dev/null
+	@printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n' \
 		'INSTALLED_APPS += ["ai"]' \
 		'PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]' \
 		>> $(GAME_DIR)/server/conf/settings.py
-	touch $@
+	@touch $@
 
 demo: $(GAME_CONFIGURED)
-	$(BIN)/python demo/play.py $(GAME_DIR)
+	@$(BIN)/python demo/play.py $(GAME_DIR)
 
 evennia-test: $(GAME_CONFIGURED)
 	cd $(GAME_DIR) && $(EVENNIA) test --settings settings.py ai

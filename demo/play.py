@@ -2,14 +2,15 @@
 
 Three players talk in a tavern: they plant facts (names, numbers, promises, places) and
 ask about them later. The assistant hears them through its real typeclass and answers on
-each tick, using the offline engine (no network, no API key). Its context limit is small,
-so its history fills up and is compacted: in an emergency when a tick starts at 80% of the
-limit, and while it sleeps (the scenario sends it to sleep now and then) at 70%. Asleep, it
+each tick, using the offline engine (no network, no API key). Its context limit is that
+of a small local model, 4,096 tokens, and the conversation fills it several times: its
+history is compacted in an emergency when a tick starts at 80% of the limit, and while
+it sleeps (the scenario sends it to sleep now and then) at 70%. Asleep, it
 also consolidates its journal into long-term memory (Mem0, local), marks a fact that
 changed as superseded, and moves consolidated entries out of the active journal. The
 driver prints every tick, compaction and memory step, then the compactions, the journal,
 where each planted fact can still be found (live context, active journal, long-term
-memory) and which answers came from long-term memory alone.
+memory) and which answers came from long-term memory alone. Every line fits 78 columns.
 
 Usage (``make demo`` builds the game directory and runs this)::
 
@@ -17,13 +18,15 @@ Usage (``make demo`` builds the game directory and runs this)::
 
 ``GAME_DIR`` defaults to ``build/demo_game`` beside this repository's ``demo/`` folder;
 it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this script
-migrates it). The exit code is 1 when a tick did not reply, when fewer than two
-compactions of each kind ran, when a planted fact was lost, or when no question was
-answered from long-term memory alone.
+migrates it). The exit code is 1 when a tick did not reply, when a compaction or a sleep
+step failed, when the context went over its limit, when fewer than two compactions of
+each kind ran, when a planted fact was lost, or when no question was answered from
+long-term memory alone.
 """
 
 import os
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -37,11 +40,16 @@ ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
 ROOM_TYPECLASS = "typeclasses.rooms.Room"
 PLAYER_TYPECLASS = "typeclasses.characters.Character"
 DEFAULT_GAME_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "demo_game")
-RULE = "-" * 78
-PREVIEW_CHARS = 64
+# Every line printed fits a terminal of this many columns.
+WIDTH = 78
+RULE = "-" * WIDTH
+# Where a step's lines continue: under the text after "[12] ".
+STEP_INDENT = " " * 5
 
-# A small window, so that a short conversation needs compacting several times.
-MAX_CONTEXT_TOKENS = 2800
+# The window of a small local model. The prompt's frame (what a tick sends besides history:
+# about 900 tokens, docs/context.md) takes a fifth of it, as in a deployment; in a smaller
+# one (2,800 until issue 20) it took a third and more, leaving compactions little to work on.
+MAX_CONTEXT_TOKENS = 4096
 PRESERVE_WINDOW = 5
 REQUIRED_COMPACTIONS = {"emergency": 2, "sleep": 2}
 # Short summaries, and consolidated entries out of the active journal right after they
@@ -73,29 +81,41 @@ SCENARIO = [
     ("Bob", "How many iron ingots will Alice deliver to me?"),
     ("Alice", "I owe the innkeeper 25 silver pieces since last winter."),
     ("Carol", "The healer Mira lives at the end of Willow Lane."),
-    SLEEP,
     ("Bob", "The password for the cellar door is now marmalade."),
     ("Alice", "What is the horse of Carol called?"),
     ("Bob", "The dwarves of Khazad Gorm trade mithril for amber."),
     ("Carol", "The map to the dragon lair is hidden in the chapel bell tower."),
     ("Alice", "The harbour master Quentin charges 7 copper per crate."),
     ("Bob", "Where is my forge?"),
+    SLEEP,
     ("Carol", "My sister Elena captains the city watch at Greyhaven."),
     ("Alice", "I will meet the wizard Orrin at the crossroads on Sunday."),
-    SLEEP,
     ("Bob", "The old mine entrance collapsed after the storm on Tuesday."),
+    ("Carol", "The blacksmith Ulric shoes horses for 3 copper each."),
     ("Carol", "Who keeps bees in Riverrun?"),
+    ("Alice", "I am terribly afraid of spiders."),
     ("Alice", "When does the ferry to Port Ashby leave?"),
+    ("Alice", "The baker Hilda sells rye bread only on Thursdays."),
+    ("Bob", "My cousin Fenwick sails a cog called the Grey Gull."),
     ("Bob", "Where does the healer Mira live?"),
+    ("Carol", "The lighthouse keeper Brannoc lost his lantern key in March."),
+    ("Alice", "The tanner Osric moved his workshop to Lower Ditch."),
     SLEEP,
     ("Bob", "Who captains the city watch at Greyhaven?"),
     ("Carol", "How much silver does Alice owe the innkeeper?"),
+    ("Bob", "Our guild meets in the cellar of the Blue Boar on Wednesdays."),
+    ("Carol", "The ferryman Jory charges double after dark."),
     ("Alice", "Where is the map to the dragon lair hidden?"),
-    ("Carol", "Who will win the archery tournament?"),
+    ("Alice", "The spice merchant Zahra arrives with the caravan in nine days."),
+    ("Bob", "My daughter Ysolde turns ten at midsummer."),
     SLEEP,
+    ("Carol", "Who will win the archery tournament?"),
     ("Alice", "What is the password for the cellar door now?"),
     ("Carol", "How many iron ingots will Alice deliver to Bob?"),
+    ("Alice", "Who sells rye bread on Thursdays?"),
     ("Bob", "Where did Carol bury the gold coins?"),
+    ("Carol", "What is the cog of Fenwick called?"),
+    ("Bob", "What is Alice afraid of?"),
 ]
 # What a right answer to each question holds; where it can be found is where its fact is.
 ANSWERS = {
@@ -110,6 +130,9 @@ ANSWERS = {
     "How much silver does Alice owe the innkeeper?": "25 silver",
     "Where is the map to the dragon lair hidden?": "bell tower",
     "How many iron ingots will Alice deliver to Bob?": "12 iron ingots",
+    "Who sells rye bread on Thursdays?": "Hilda",
+    "What is the cog of Fenwick called?": "Grey Gull",
+    "What is Alice afraid of?": "spiders",
 }
 
 # A distinctive string of each planted fact: it is kept if the string is still somewhere.
@@ -132,6 +155,16 @@ PLANTED_FACTS = (
     "Orrin",
     "mine entrance",
     "marmalade",
+    "Ulric",
+    "Hilda",
+    "Grey Gull",
+    "Brannoc",
+    "Lower Ditch",
+    "Blue Boar",
+    "Jory",
+    "Zahra",
+    "Ysolde",
+    "spiders",
 )
 
 
@@ -144,11 +177,17 @@ class Outcome:
         compactions (list): One dict per successful compaction: the compaction's result,
             plus ``compacted_tokens`` (the replaced messages' tokens) and ``facts_lost``
             (the facts planted so far that could no longer be found right after it).
+        failed_steps (int): Compactions and sleep steps that failed.
+        peak_usage (float): The fullest the context was after a step, as a fraction.
+        answers (list): One dict per question checked: ``question``, ``places`` (where
+            its fact was when asked) and ``right``.
         spoken (list): The lines spoken so far.
     """
 
     silent_ticks: int = 0
     compactions: list = field(default_factory=list)
+    failed_steps: int = 0
+    peak_usage: float = 0.0
     answers: list = field(default_factory=list)
     spoken: list = field(default_factory=list)
 
@@ -215,21 +254,41 @@ def short_summary_prompt():
     return DEFAULT_COMPACTION_PROMPT.format(max_words=SUMMARY_WORDS)
 
 
+def say(text, indent="", subsequent_indent=None):
+    """Print ``text`` wrapped to ``WIDTH`` columns, line by line: its first line after
+    ``indent``, the others after ``subsequent_indent`` (two more spaces by default)."""
+    if subsequent_indent is None:
+        subsequent_indent = indent + "  "
+    for number, line in enumerate(text.splitlines() or [""]):
+        first = indent if number == 0 else subsequent_indent
+        print(
+            textwrap.fill(
+                line,
+                WIDTH,
+                initial_indent=first,
+                subsequent_indent=subsequent_indent,
+                break_on_hyphens=False,
+            )
+        )
+
+
 def print_header(script):
     """Print what is being run, with which model, and the context limit and thresholds."""
     from ai.llm_interaction import resolve_model
 
     config = script.effective_config()
+    usage = script.context_usage()
     print(RULE)
-    print(f"evennia-ai demo: {ASSISTANT} in the {ROOM} with {', '.join(PLAYERS)}")
-    print(f"model: {resolve_model(script)} (in-process offline engine: no network, no API key)")
-    print(
-        f"context limit: {script.context_usage().max_tokens:,} tokens; compaction in an "
+    say(f"evennia-ai demo: {ASSISTANT} in the {ROOM} with {', '.join(PLAYERS)}")
+    say(f"model: {resolve_model(script)} (in-process offline engine: no network, no API key)")
+    say(
+        f"context limit: {usage.max_tokens:,} tokens, of which the prompt's frame (all but "
+        f"history) takes {usage.total_tokens - usage.history_tokens:,}; compaction in an "
         f"emergency at {config['compact_emergency_threshold']:.0%}, in sleep at "
         f"{config['compact_sleep_threshold']:.0%}, keeping the last "
         f"{config['compact_preserve_window']} messages or 20% of the limit"
     )
-    print(f"{len(SCENARIO)} steps, {len(PLANTED_FACTS)} planted facts")
+    say(f"{len(SCENARIO)} steps, {len(PLANTED_FACTS)} planted facts")
     print(RULE)
 
 
@@ -240,23 +299,27 @@ def reply_of(result):
     return f"(no reply: {result.get('status')} {result.get('error', '')})".rstrip()
 
 
-def print_usage(usage):
-    """Print how full the context is."""
-    print(
-        f"     context: {usage.total_tokens:,} tokens (history {usage.history_tokens:,}, "
-        f"{usage.message_count} messages) of {usage.max_tokens:,} = {usage.usage:.2%}"
+def print_usage(usage, outcome):
+    """Print how full the context is, and keep the fullest it was in ``outcome``."""
+    outcome.peak_usage = max(outcome.peak_usage, usage.usage)
+    say(
+        f"context: {usage.total_tokens:,} tokens (history {usage.history_tokens:,}, "
+        f"{usage.message_count} messages) of {usage.max_tokens:,} = {usage.usage:.2%}",
+        STEP_INDENT,
     )
 
 
 def print_compaction(record):
     """Print one compaction: its kind, what it replaced, and the tokens before and after."""
-    print(
-        f"     >> {record['kind']} compaction: {record['compacted_messages']} messages -> "
+    say(
+        f">> {record['kind']} compaction: {record['compacted_messages']} messages -> "
         f"summary; history {record['original_tokens']:,} -> {record['new_tokens']:,} tokens "
         f"({record['reduction_pct']:.0f}% less); the compacted part "
         f"{record['compacted_tokens']:,} -> {record['summary_tokens']:,} tokens; context "
         f"{record['usage_before']:.0%} -> {record['usage_after']:.0%}; facts kept "
-        f"{record['facts_planted'] - len(record['facts_lost'])}/{record['facts_planted']}"
+        f"{record['facts_planted'] - len(record['facts_lost'])}/{record['facts_planted']}",
+        STEP_INDENT,
+        STEP_INDENT + "   ",
     )
 
 
@@ -315,7 +378,8 @@ def record_compaction(script, result, outcome):
     if not compaction or compaction.get("skipped"):
         return
     if not compaction.get("success"):
-        print(f"     >> {compaction['kind']} compaction failed: {compaction['error']}")
+        outcome.failed_steps += 1
+        say(f">> {compaction['kind']} compaction failed: {compaction['error']}", STEP_INDENT)
         return
     summary = ConversationMessage.objects.get(pk=compaction["summary_id"])
     planted = planted_so_far(outcome.spoken)
@@ -340,13 +404,13 @@ def talk(script, player, line, outcome):
     if result.get("status") != "replied":
         outcome.silent_ticks += 1
     record_compaction(script, result, outcome)
-    print(f"     {ASSISTANT}: {reply_of(result)}")
+    say(f"{ASSISTANT}: {reply_of(result)}", STEP_INDENT)
     if answer:
         right = answer.lower() in reply_of(result).lower()
         outcome.answers.append({"question": line, "places": before, "right": right})
         if right and not before & IN_CONTEXT:
-            print("     (answered from long-term memory: not in the live context or journal)")
-    print_usage(script.context_usage())
+            say("(answered from long-term memory: not in the live context or journal)", STEP_INDENT)
+    print_usage(script.context_usage(), outcome)
 
 
 @defer.inlineCallbacks
@@ -357,33 +421,44 @@ def sleep(script, outcome):
         result = yield script.at_repeat()
         compaction = compaction_of(result) or {}
         skipped = f" (no compaction: {compaction['reason']})" if compaction.get("skipped") else ""
-        print(f"     {ASSISTANT} is {result.get('phase', result.get('status'))}{skipped}")
-        print_memory_work(result.get("memory") or {})
+        say(f"{ASSISTANT} is {result.get('phase', result.get('status'))}{skipped}", STEP_INDENT)
+        print_memory_work(result.get("memory") or {}, outcome)
         record_compaction(script, result, outcome)
-    print_usage(script.context_usage())
+    print_usage(script.context_usage(), outcome)
 
 
-def print_memory_work(memory):
+def counted(number, noun, plural=None):
+    """Return ``number`` and ``noun``, the noun plural unless the number is one."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def print_memory_work(memory, outcome):
     """Print what a dreaming tick's memory operations did, one short line each."""
+    done = []
     consolidation = memory.get("memory_consolidation") or {}
     if consolidation.get("consolidated_entry_ids"):
-        print(
-            f"     >> long-term memory: {len(consolidation['consolidated_entry_ids'])} journal "
-            f"entries consolidated, {consolidation['memories_added']} memories added, "
-            f"{len(consolidation['superseded'])} older fact(s) superseded"
+        entries = len(consolidation["consolidated_entry_ids"])
+        done.append(
+            f"long-term memory: {counted(entries, 'journal entry', 'journal entries')} "
+            f"consolidated, {counted(consolidation['memories_added'], 'memory', 'memories')} "
+            f"added, {counted(len(consolidation['superseded']), 'older fact')} superseded"
         )
     entities = memory.get("entity_consolidation") or {}
     if entities.get("consolidated"):
-        print(
-            f"     >> entity profiles: {len(entities['consolidated'])} new observations "
-            f"consolidated, {len(entities['superseded'])} older ones superseded"
+        done.append(
+            f"entity profiles: {counted(len(entities['consolidated']), 'new observation')} "
+            f"consolidated, {counted(len(entities['superseded']), 'older one')} superseded"
         )
     pruned = memory.get("episodic_prune") or {}
     if pruned.get("archived"):
-        print(f"     >> journal: {pruned['archived']} consolidated entries left the active journal")
+        archived = counted(pruned["archived"], "consolidated entry", "consolidated entries")
+        done.append(f"journal: {archived} left the active journal")
     for step, result in memory.items():
         if step != "context_compaction" and (result or {}).get("error"):
-            print(f"     >> {step} FAILED: {result['error']}")
+            outcome.failed_steps += 1
+            done.append(f"{step} FAILED: {result['error']}")
+    for line in done:
+        say(f">> {line}", STEP_INDENT, STEP_INDENT + "   ")
 
 
 @defer.inlineCallbacks
@@ -398,31 +473,34 @@ def play(players, assistant):
     outcome = Outcome()
     for number, step in enumerate(SCENARIO, start=1):
         if step == SLEEP:
-            print(f"[{number:2d}] (the tavern goes quiet; {ASSISTANT} falls asleep)")
+            say(f"[{number:2d}] (the tavern goes quiet; {ASSISTANT} falls asleep)", "", STEP_INDENT)
             yield sleep(script, outcome)
         else:
             speaker, line = step
-            print(f"[{number:2d}] {speaker}: {line}")
+            say(f"[{number:2d}] {speaker}: {line}", "", STEP_INDENT)
             yield talk(script, players[speaker], line, outcome)
     return outcome
 
 
-def preview(text):
-    """Return ``text`` on one line, cut to ``PREVIEW_CHARS`` characters."""
+def preview(text, width):
+    """Return ``text`` on one line, cut to ``width`` characters."""
     flat = " / ".join(line.strip() for line in text.splitlines() if line.strip())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 3] + "..."
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
 def print_compactions(compactions):
-    """Print every compaction: kind, history tokens before and after, reduction."""
+    """Print every compaction: kind, history tokens before and after, and the compacted
+    part's tokens before and after (a table within ``WIDTH`` columns)."""
     print(f"compactions: {len(compactions)}")
+    if compactions:
+        print(f"{'':5}{'kind':<11}{'history, tokens':<31}compacted part, tokens")
     for number, record in enumerate(compactions, start=1):
         print(
-            f"  {number}. {record['kind']:<9} history {record['original_tokens']:>5,} -> "
-            f"{record['new_tokens']:>5,} tokens ({record['reduction_pct']:.0f}% less); "
-            f"compacted part {record['compacted_tokens']:>5,} -> "
-            f"{record['summary_tokens']:>4,} tokens "
-            f"({1 - record['summary_tokens'] / record['compacted_tokens']:.0%} less)"
+            f"  {number:>2} {record['kind']:<9}  "
+            f"{record['original_tokens']:>6,} -> {record['new_tokens']:>6,} "
+            f"({record['reduction_pct']:>3.0f}% less)   "
+            f"{record['compacted_tokens']:>6,} -> {record['summary_tokens']:>5,} "
+            f"({1 - record['summary_tokens'] / record['compacted_tokens']:>4.0%} less)"
         )
 
 
@@ -433,24 +511,30 @@ def print_superseded(character):
     replaced = MemoryLink.objects.filter(db_object_id=character.id, superseded_by__isnull=False)
     print(f"long-term memories superseded by a newer fact: {replaced.count()}")
     for link in replaced.select_related("superseded_by"):
-        print(f"  {preview(link.text)}\n    -> {preview(link.superseded_by.text)}")
+        print(f"  {preview(link.text, WIDTH - 2)}")
+        print(f"    -> {preview(link.superseded_by.text, WIDTH - 7)}")
 
 
 def print_journal(character):
-    """Print the journal's entries: id, importance and a preview of the content."""
-    from ai.helpers.journal import journal_entries
+    """Print the journal's entries, oldest first: archived or not, importance, and the
+    entry on one line (a compaction's synthesis as what it kept; see ``listed``)."""
+    from ai.helpers.journal import journal_entries, listed
 
     entries = journal_entries(character)
     print(f"journal: {len(entries)} entries (a: archived, out of the active journal)")
-    for entry in entries:
-        mark = "a" if entry.get("archived") else " "
-        print(f"  {entry['id']:<27}{mark}[{entry['importance']:>2}] {preview(entry['content'])}")
+    for number, (entry, text) in enumerate(zip(entries, listed(entries)), start=1):
+        row = f"  {number:>2} {'a' if entry.get('archived') else ' '}[{entry['importance']:>2}] "
+        print(row + preview(text, WIDTH - len(row)))
 
 
 def problems_of(outcome, lost):
     """Return what makes the run a failure: silent ticks, too few compactions, lost facts,
     no answer from long-term memory alone."""
     problems = []
+    if outcome.failed_steps:
+        problems.append(f"{outcome.failed_steps} compaction or sleep step(s) failed")
+    if outcome.peak_usage > 1:
+        problems.append(f"the context was over its limit ({outcome.peak_usage:.1%})")
     if not from_memory(outcome):
         problems.append("no question was answered from long-term memory alone")
     if outcome.silent_ticks:
@@ -472,15 +556,15 @@ def from_memory(outcome):
 def print_answers(outcome):
     """Print each checked question: right or wrong, and where its fact was when asked."""
     right = sum(answer["right"] for answer in outcome.answers)
-    print(f"questions checked: {right}/{len(outcome.answers)} right, of which answered from")
-    print(
+    say(
+        f"questions checked: {right}/{len(outcome.answers)} right, of which answered from "
         f"long-term memory alone (the fact in neither the live context nor the active "
-        f"journal): {len(from_memory(outcome))}"
+        f"journal): {len(from_memory(outcome))}; where each fact was when asked:"
     )
     for answer in outcome.answers:
         places = ", ".join(sorted(answer["places"])) or "nowhere"
         verdict = "right" if answer["right"] else "WRONG"
-        print(f"  {verdict:<5}  {answer['question'][:48]:<48}  {places}")
+        say(f"{verdict:<5}  {answer['question']} ({places})", "  ", " " * 9)
 
 
 def report(assistant, outcome):
@@ -492,17 +576,17 @@ def report(assistant, outcome):
     print_journal(assistant)
     print_superseded(assistant)
     counts = {place: sum(place in found for found in places.values()) for place in PLACES}
-    print(
+    say(
         f"planted facts found: {len(places) - len(lost)}/{len(places)} (in a live summary "
         f"{counts['summary']}, in the recent messages {counts['recent']}, in the active "
         f"journal {counts['journal']}, in long-term memory {counts['memory']})"
     )
     print_answers(outcome)
     if lost:
-        print(f"  missing: {', '.join(lost)}")
+        say(f"missing: {', '.join(lost)}", "  ")
     problems = problems_of(outcome, lost)
     for problem in problems:
-        print(problem, file=sys.stderr)
+        print(textwrap.fill(problem, WIDTH, subsequent_indent="  "), file=sys.stderr)
     return 1 if problems else 0
 
 

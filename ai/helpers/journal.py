@@ -21,7 +21,11 @@ from django.utils import timezone
 from ..audience import may_hear
 from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
-from ..utils.message_format import read_event
+from ..utils.facts import plain_words
+from ..utils.grounding import survives
+from ..utils.markers import GATE_HEADERS, NOTES_HEADER, SYNTHESIS_MARKER
+from ..utils.message_format import one_line, read_event
+from ..utils.sentences import LIST_MARK, sentences
 
 MAX_ENTRY_CHARS = 2000
 _WORD = re.compile(r"\w+")
@@ -69,6 +73,53 @@ def journal_entries(character, source_type=None):
     if source_type:
         rows = rows.filter(source_type=source_type)
     return [as_entry(row) for row in rows]
+
+
+def listed(entries):
+    """Return each entry's content on one line, for a listing of the journal.
+
+    A compaction's synthesis is a whole summary, and a summary of a summary keeps what the
+    earlier one told: listed as it is, each would open like the one before it. It is listed
+    as its marker and the statements that the synthesis before it (for the same audience)
+    did not hold: what that compaction kept of the newer messages (all of its statements,
+    marked, when it kept nothing new).
+
+    Args:
+        entries (list): Journal entries, oldest first (as :func:`journal_entries` gives them).
+
+    Returns:
+        list: One string per entry, in the same order.
+    """
+    earlier = {}  # audience -> the words of the latest synthesis it may hear
+    lines = []
+    for entry in entries:
+        if entry["source_type"] != "compaction":
+            lines.append(one_line(entry["content"]))
+            continue
+        audience = tuple(entry.get("audience") or ())
+        statements = synthesis_statements(entry["content"])
+        head = SYNTHESIS_MARKER
+        if audience in earlier:
+            new = [line for line in statements if not survives(line, earlier[audience])]
+            head += " new:" if new else " nothing new:"
+            statements = new or statements
+        earlier[audience] = set(plain_words(entry["content"]))
+        lines.append(f"{head} {' / '.join(statements)}")
+    return lines
+
+
+def synthesis_statements(content):
+    """Return the statements of a synthesis entry's summary (its list items, and the
+    sentences of its other lines), without its marker, the quality gate's headers and notes."""
+    found = []
+    for line in content.removeprefix(SYNTHESIS_MARKER).splitlines():
+        item = LIST_MARK.sub("", line).strip()
+        if item == NOTES_HEADER:
+            break
+        if item and item not in GATE_HEADERS:
+            # A list item is one statement; a line of prose may hold several.
+            found += [item] if item != line.strip() else sentences(item)
+    return found
 
 
 def recent_entries(character, audience, limit):

@@ -35,7 +35,7 @@ from ..utils.markers import (
     SUMMARY_PREAMBLE,
     SUPERSEDED_MARK,
 )
-from ..utils.message_format import one_line, read_event
+from ..utils.message_format import one_line, read_event, unquoted
 from . import scorer, summarizer
 from .reading import greets, is_fact, is_weighty, parse_event, statement
 from .text_tools import is_question, keywords, words
@@ -50,8 +50,12 @@ _SELF_LINES = (
     NOT_SEEN,
     SUMMARY_PREAMBLE,
 )
-# A line of an offline summary: ``Bob: I buried...`` (``You said: ...`` is the assistant).
-_SUMMARY_LINE = re.compile(r"^(?P<speaker>(?!You said)[^:]{1,40}): (?P<text>.+)$")
+# A line of a summary: ``Bob: I buried...`` (``You said: ...`` is the assistant), or one the
+# quality gate kept, ``- Bob said: ... (journal <id>)`` or ``- Bob: "<his words>"``.
+_SUMMARY_LINE = re.compile(
+    r"^(?:[-*] )?(?P<speaker>(?!You said)[^:]{1,40}?)(?: said)?: (?P<text>.+?)"
+    r"(?: \(journal [^()]+\))?$"
+)
 _FIRST_PERSON = {"i", "my", "i'm", "i've", "mine"}
 # "Please give me the lantern." (the offline engine hands over what it is asked for).
 _GIVE_REQUEST = re.compile(r"\bgive me (?:the |your |a |an )?(?P<item>[\w' -]+)", re.IGNORECASE)
@@ -125,7 +129,7 @@ def _earlier_lines(messages, role):
             for line in lines:
                 match = _SUMMARY_LINE.match(line.strip()) if summary else None
                 if match:
-                    yield match["speaker"], match["text"]
+                    yield match["speaker"], unquoted(match["text"]) or match["text"]
                 elif line.strip() and not line.startswith(_SELF_LINES):
                     if SUPERSEDED_MARK not in line:  # a fact since replaced
                         yield None, line.strip().removeprefix("- ")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..utils.facts import plain_words, telling_words
 from ..utils.grounding import PLACEHOLDER, key_terms, survives
 from ..utils.message_format import is_summary, read_event, summary_text
+from ..utils.sentences import LIST_MARK
 
 # A speaker's share of a sentence's telling words that makes the words theirs.
 OWN_WORDS_SHARE = 0.5
@@ -25,7 +26,6 @@ EXAMPLE_WORD_SHARE = 0.6
 # An example in instructions: a quoted passage of three words or more.
 _QUOTED_EXAMPLE = re.compile(r"\"([^\"]{12,})\"")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(<A-Z-])")
-LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
 _SPEECH_VERBS = (
     "said|says|say|asked|asks|told|tells|mentioned|mentions|greeted|greets|remarked|explained|"
     "replied|answered|whispered|claimed|stated|promised|agreed|warned|reported|shared|"

@@ -29,13 +29,14 @@ from ..utils.grounding import key_terms, survives
 from ..utils.markers import (
     ARCHIVE_MARKER,
     EARLIER_HEADER,
+    GATE_HEADERS,
     NOTES_HEADER,
     RESTORED_HEADER,
     SAID_HEADER,
 )
 from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
-from ..utils.sentences import sentences
-from .faithfulness import LIST_MARK, Repairs, check_summary, examples_of, read_transcript
+from ..utils.sentences import LIST_MARK, sentences
+from .faithfulness import Repairs, check_summary, examples_of, read_transcript
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
@@ -173,7 +174,7 @@ def earlier_lines(members):
             if line.strip() == NOTES_HEADER:
                 break
             line = LIST_MARK.sub("", line).strip()
-            header = line in (RESTORED_HEADER, EARLIER_HEADER, SAID_HEADER)
+            header = line in GATE_HEADERS
             if line.startswith(ARCHIVE_MARKER) or header or line in lines:
                 continue
             if len(line.split()) >= MIN_RESTORED_WORDS:

@@ -7,7 +7,7 @@ from unittest.mock import patch
 from django.test import override_settings
 from evennia.utils.idmapper.models import flush_cache
 
-from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries
+from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries, listed
 from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
 from ai.prompt_assembly import history_units
@@ -209,6 +209,28 @@ class TestCompactConversationHistoryJournal(CompactionTestCase):
             r"^AI Helper\(#\d+\): Context compaction: 12 messages → summary, "
             r"\d+→\d+ tokens \(\d+% reduction\)$",
         )
+
+    def test_successive_syntheses_are_listed_by_what_each_compaction_kept(self):
+        """A summary of a summary opens with what the earlier one told: listed whole, every
+        synthesis would read alike; each is listed as what it kept that the one before did
+        not."""
+        fill(self.script, FACTS)
+        self.compact()
+        fill(self.script, ['Char says, "The ferry to Laketown leaves at 9 in the morning."'])
+        fill(self.script, FACTS[:3], replies=False)
+        self.compact()
+        entries = journal_entries(self.assistant)
+        first, second = [
+            line
+            for entry, line in zip(entries, listed(entries))
+            if entry["id"].startswith("compact_")
+        ]
+        self.assertTrue(first.startswith("[CONTEXT SYNTHESIS] "), first)
+        self.assertIn("Mirkwood", first)
+        self.assertTrue(second.startswith("[CONTEXT SYNTHESIS] new: "), second)
+        self.assertIn("Laketown", second)
+        self.assertNotIn("Mirkwood", second, "what the first summary told is not listed again")
+        self.assertIn("Mirkwood", entries[-1]["content"], "the entry itself keeps it")
 
 
 class TestEmergencyCompaction(CompactionTestCase):

@@ -10,6 +10,7 @@ from ai.helpers.journal import (
     count_entries,
     find_same,
     journal_entries,
+    listed,
     search_entries,
 )
 
@@ -70,6 +71,47 @@ class TestJournalTable(AssistantTestCase):
         add_entry(self.assistant, "Bob runs the forge.", "conversation")
         self.assertIsNotNone(find_same(self.assistant, "bob runs  the FORGE"))
         self.assertIsNone(find_same(self.assistant, "Bob runs the mill."))
+
+
+class TestJournalListing(AssistantTestCase):
+    """``listed``: each entry on one line; a synthesis as what its compaction kept anew."""
+
+    def synthesis(self, text, audience=None):
+        return add_entry(
+            self.assistant, f"[CONTEXT SYNTHESIS]\n{text}", "compaction", 7, audience=audience
+        )
+
+    def test_a_prose_synthesis_is_listed_by_the_sentences_the_one_before_did_not_hold(self):
+        notes = add_entry(self.assistant, "Char said: the mill\nis closed.", "conversation")
+        first = self.synthesis("Char hid the key under the mat. Char2 owes 3 silver.")
+        second = self.synthesis(
+            "Char hid the key under the mat, and Char2 still owes 3 silver. The ferry to "
+            'Laketown leaves at 9.\nKept from what was said:\n- Char2: "The toll is 2 copper."'
+            "\nNotes:\n- the oldest messages were archived whole"
+        )
+        third = self.synthesis("Char hid the key under the mat.")
+        self.assertEqual(
+            listed([notes, first, second, third]),
+            [
+                "Char said: the mill / is closed.",
+                "[CONTEXT SYNTHESIS] Char hid the key under the mat. / Char2 owes 3 silver.",
+                '[CONTEXT SYNTHESIS] new: The ferry to Laketown leaves at 9. / Char2: "The toll '
+                'is 2 copper."',
+                "[CONTEXT SYNTHESIS] nothing new: Char hid the key under the mat.",
+            ],
+        )
+
+    def test_a_private_synthesis_is_compared_with_the_one_before_for_the_same_audience(self):
+        public = self.synthesis("The ferry to Laketown leaves at 9.")
+        private = self.synthesis("Char's vault code is 4417.", audience=[self.char1.dbref])
+        later = self.synthesis("The ferry to Laketown leaves at 9. The toll is 2 copper.")
+        self.assertEqual(
+            listed([public, private, later])[1:],
+            [
+                "[CONTEXT SYNTHESIS] Char's vault code is 4417.",
+                "[CONTEXT SYNTHESIS] new: The toll is 2 copper.",
+            ],
+        )
 
 
 class TestOldJournalsMoveIn(AssistantTestCase):

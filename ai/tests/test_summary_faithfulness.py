@@ -285,6 +285,17 @@ class TestSummaryOfASummary(FaithfulnessTestCase):
             ferry, EARLIER_HEADER, maren, TOLL, summary_lines_restored=2, successive_compactions=2
         )
 
+    def test_the_gates_own_headers_are_never_restored_as_lines_of_the_earlier_summary(self):
+        """The first summary keeps a statement under the gate's header; the second lost it:
+        the statement comes back, its header is no fact of its own."""
+        self.compact(TOLL)  # keeps "The ferry to Saltmarsh leaves at nine." under SAID_HEADER
+        talk(self.script, TALK[4:] + ['Char says, "The mill wheel turns again."'])
+        self.compact(TOLL)
+        stored = self.stored_summary().splitlines()
+        self.assertIn('- Char2: "The ferry to Saltmarsh leaves at nine."', stored)
+        self.assertNotIn(f"- {SAID_HEADER}", stored)
+        self.assertEqual(self.result["summary_lines_restored"], 1)
+
 
 class TestExtractionGrounding(FaithfulnessTestCase):
     NARRATION = "I will add the <remark>."

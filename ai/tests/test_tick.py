@@ -2,6 +2,8 @@
 
 from unittest.mock import patch
 
+from ai.utils.markers import RESTORED_HEADER, SAID_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
+
 from .support import AssistantTestCase
 
 
@@ -72,6 +74,29 @@ class TestOfflineEngineReadsPlayers(AssistantTestCase):
             self.script.conversation_history[0]["content"], 'Char emotes, "waves at Helper."'
         )
         self.assertEqual(self.journal(), [], "a pose is no statement of fact")
+
+    def test_lines_the_quality_gate_kept_in_a_summary_are_answered_as_their_speakers(self):
+        """A summary's restored lines read ``- <speaker> said: <fact> (journal <id>)`` and
+        ``- <speaker>: "<words>"``: the answer credits the speaker, without the list mark,
+        the citation or the quotes."""
+        summary = "\n".join(
+            [
+                SUMMARY_MARKER,
+                SUMMARY_PREAMBLE,
+                "Char: I buried 40 gold coins under the old oak.",
+                RESTORED_HEADER,
+                "- Char said: My horse is called Thunder. (journal journal_20260101_120000)",
+                SAID_HEADER,
+                '- Char2: "The toll at the bridge is 3 copper."',
+            ]
+        )
+        self.script.append_message(
+            {"role": "system", "content": summary, "metadata": {"type": "compaction"}}
+        )
+        self.char2.execute_cmd("say What is Char's horse called?")
+        self.assertEqual(self.tick()["reply"], "Char told me: My horse is called Thunder.")
+        self.char1.execute_cmd("say What is the toll at the bridge?")
+        self.assertEqual(self.tick()["reply"], "Char2 told me: The toll at the bridge is 3 copper.")
 
     def test_a_greeting_or_the_assistant_s_name_is_no_answer(self):
         self.char1.execute_cmd("say Hello Helper! My horse is called Thunder.")

@@ -14,6 +14,8 @@ NOTES_HEADER = "Notes:"
 EARLIER_HEADER = "Kept from the earlier summary:"
 # The line that opens players' statements that neither the summary nor the journal kept.
 SAID_HEADER = "Kept from what was said:"
+# The headers the quality gate writes into a summary: its structure, never a fact.
+GATE_HEADERS = (RESTORED_HEADER, EARLIER_HEADER, SAID_HEADER, NOTES_HEADER)
 # The first line of the journal entry that archives a compaction's summary.
 SYNTHESIS_MARKER = "[CONTEXT SYNTHESIS]"
 # How a fact pinned into the history opens (see ``ai.helpers.pins``).

@@ -8,6 +8,8 @@ import re
 # A quote may hold the whole value of a fact, full stops included: kept out of the split.
 QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|«[^»\n]*»")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+|;\s*")
+# A list item's mark before a line: "- ", "* ", "1. ", "2) ".
+LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
 
 
 def sentences(text):

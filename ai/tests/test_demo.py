@@ -1,0 +1,50 @@
+"""``make demo`` as a newcomer reads it: an assistant that looks healthy from the first line.
+
+The demo's own scenario (``demo/play.py``) is played in the test game through the real
+typeclasses, script, offline engine and long-term memory, and what it prints is read line by
+line, as in a terminal of 78 columns.
+"""
+
+import io
+import os
+import re
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+
+from .support import WITH_THIS_APP, BaseEvenniaTest, wait_for
+
+DEMO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "demo")
+sys.path.insert(0, DEMO_DIR)
+import play  # noqa: E402  (demo/play.py, importable without side effects)
+
+# How full the context is after each step: "     context: ... of 4,096 = 48.19%".
+USAGE = re.compile(r"^ +context: .* = (?P<percent>\d+\.\d+)%$")
+# A row of the journal listing: "  12 a[ 7] <the entry on one line>".
+JOURNAL_ROW = re.compile(r"^ +\d+ [ a]\[ ?\d+\] (?P<text>.*)$")
+
+
+@WITH_THIS_APP
+class DemoTest(BaseEvenniaTest):
+    def test_the_demo_reads_as_a_healthy_assistant_within_78_columns(self):
+        printed, problems = io.StringIO(), io.StringIO()
+        with redirect_stdout(printed), redirect_stderr(problems):
+            players, assistant = play.build_cast()
+            outcome = wait_for(play.play(players, assistant))
+            code = play.report(assistant, outcome)
+        lines = printed.getvalue().splitlines()
+        self.assertEqual((code, problems.getvalue()), (0, ""), "the demo's own checks")
+        self.assertEqual([line for line in lines if len(line) > 78], [])
+        self.assertEqual([line for line in lines if "fail" in line.lower()], [])
+
+        usages = [float(match["percent"]) for match in map(USAGE.match, lines) if match]
+        self.assertEqual(len(usages), len(play.SCENARIO), "one usage line a step")
+        self.assertLessEqual(max(usages), 100.0)
+        window = assistant.assistant_script.get_config("max_context_tokens")
+        frame = assistant.assistant_script.context_usage()
+        frame_tokens = frame.total_tokens - frame.history_tokens
+        self.assertLessEqual(frame_tokens / window, 0.25, "a window a deployment would use")
+
+        listing = [match["text"] for match in map(JOURNAL_ROW.match, lines) if match]
+        syntheses = [text for text in listing if text.startswith("[CONTEXT SYNTHESIS]")]
+        self.assertGreaterEqual(len(syntheses), 4, "a synthesis a compaction")
+        self.assertEqual(len(set(syntheses)), len(syntheses), syntheses)
