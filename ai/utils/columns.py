@@ -17,17 +17,13 @@ from evennia.utils.utils import display_len
 INDENT = "    "
 
 
-def default_width():
-    """Return the width of a client that did not tell its own (``CLIENT_DEFAULT_WIDTH``)."""
-    return settings.CLIENT_DEFAULT_WIDTH
-
-
 def fitted(text, width=None, indent=""):
     """Return ``text`` with every line wider than ``width`` columns wrapped at spaces.
 
     A line that fits stays as it is, so a table built to the width passes whole. A wrapped
-    line's further lines start with its own leading spaces and ``indent``. A word longer
-    than the width (a long value) is cut across lines; names with hyphens are not.
+    line's further lines start with its own leading spaces and ``indent``. Lines break at
+    spaces, never at a name's hyphens; only a word longer than the width (a long value) is
+    cut across lines.
 
     Args:
         text (str): One or more lines; Evennia markup takes no column.
@@ -35,7 +31,7 @@ def fitted(text, width=None, indent=""):
         indent (str): What further lines of a wrapped line start with, after its own
             leading spaces.
     """
-    width = width or default_width()
+    width = width or settings.CLIENT_DEFAULT_WIDTH
     lines = []
     for line in str(text).split("\n"):
         if display_len(line) <= width:
