@@ -36,6 +36,7 @@ from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
+from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 
 COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
@@ -192,7 +193,7 @@ class AssistantScript(DefaultScript):
         self.ndb.idle_ticks = 0
         logger.log_info(f"AI {self.label}: falls asleep ({reason})")
         if self.obj and self.obj.location:
-            self.obj.location.msg_contents(f"{self.obj.key} drifts off to sleep.")
+            self.obj.location.msg_contents(fitted(f"{self.obj.key} drifts off to sleep."))
 
     def wake_up(self, reason="event"):
         """Switch to awake mode and tell the room."""
@@ -203,7 +204,7 @@ class AssistantScript(DefaultScript):
         self.ndb.idle_ticks = 0
         logger.log_info(f"AI {self.label}: wakes up ({reason})")
         if self.obj and self.obj.location:
-            self.obj.location.msg_contents(f"{self.obj.key} wakes up.")
+            self.obj.location.msg_contents(fitted(f"{self.obj.key} wakes up."))
 
     def context_usage(self):
         """Measure the context of the next call (see ``measure_context``)."""
@@ -349,7 +350,7 @@ class AssistantScript(DefaultScript):
             self.ndb.consecutive_errors = (self.ndb.consecutive_errors or 0) + 1
             if character.location:
                 character.location.msg_contents(
-                    f"{character.key} frowns, lost in thought, and does not answer."
+                    fitted(f"{character.key} frowns, lost in thought, and does not answer.")
                 )
             return dict(outcome, status=loop.stop_reason)
         self.ndb.consecutive_errors = 0

@@ -10,7 +10,6 @@ its history.
 """
 
 import json
-from textwrap import wrap
 
 from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
@@ -32,8 +31,6 @@ HELD_RESULT = (
     "Not run: {tool} is dangerous and awaits a builder's confirmation; you were heard asking "
     "a builder for it."
 )
-# Where the log channel's lines wrap: Evennia puts "[AIlog] " before them.
-CHANNEL_WIDTH = 70
 # The longest argument value a player sees whole in a call's description.
 SHOWN_VALUE_CHARS = 60
 
@@ -103,11 +100,10 @@ def _waiting_notice(character, number, action, event):
     else:
         asked = f"asked by {asker}"
     key = character.key
-    text = (
+    return (
         f"{key} waits for a builder: {action} ({asked}). To run it: aiconfirm {key} = "
         f"{number}; to drop it: aiconfirm/discard {key} = {number}."
     )
-    return "\n".join(wrap(text, CHANNEL_WIDTH))
 
 
 def _take(script, number):

@@ -11,7 +11,6 @@ configuration changes (``ai.model_refusals``).
 import json
 import os
 from dataclasses import dataclass, field
-from textwrap import wrap
 
 from evennia.utils import logger
 from twisted.internet import defer, reactor
@@ -41,9 +40,7 @@ RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 # Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
 TIMEOUT_GRACE_MIN = 0.5
 TIMEOUT_GRACE_MAX = 5.0
-# The log channel's lines: their width (Evennia puts "[AIlog] " before them), and how much
-# of a refusal they tell (the log has all of it).
-CHANNEL_WIDTH = 70
+# How much of a refusal the log channel tells (the log has all of it).
 CHANNEL_TEXT = 400
 # The least output a task or a summary may use, whatever max_tokens limits replies to.
 WORK_MAX_TOKENS = 1000
@@ -403,7 +400,7 @@ def cannot_succeed(script, model, kind, error, problem, attempts=0):
             )
         logger.log_err(f"AI {script.label}: {what} (said once)")
         short = what if len(what) <= CHANNEL_TEXT else what[: CHANNEL_TEXT - 1] + "…"
-        post_to_log_channel(script, "\n".join(wrap(f"{script.label}: {short}", CHANNEL_WIDTH)))
+        post_to_log_channel(script, f"{script.label}: {short}")
     return LLMResult(ok=False, error_kind=kind, error=error, attempts=attempts, model=model)
 
 

@@ -5,6 +5,7 @@ from evennia.comms.models import ChannelDB
 from evennia.utils import create, logger
 
 from .config import ai_setting
+from .utils.columns import after_prefix
 
 CHANNEL_LOCKS = "control:perm(Developer);listen:perm(Builder);send:false()"
 
@@ -33,9 +34,11 @@ def open_log_channel():
 
 
 def post_to_log_channel(script, text):
-    """Post ``text`` on the log channel; a failing channel is logged, never raised (what
-    it reports is already stored)."""
+    """Post ``text`` on the log channel, wrapped so that every line fits a client's default
+    width after the channel's prefix; a failing channel is logged, never raised (what it
+    reports is already stored)."""
     try:
-        log_channel().msg(text)
+        channel = log_channel()
+        channel.msg(after_prefix(text, channel.channel_prefix()))
     except Exception:
         logger.log_trace(f"AI {script.label}: could not post to the log channel")

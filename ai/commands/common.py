@@ -1,21 +1,20 @@
-"""What the assistant's commands share: their switch handling, finding an assistant, and
-showing history in a table."""
-
-from textwrap import wrap
+"""What the assistant's commands share: their switch handling, sending text within the
+client's width, finding an assistant, and showing history in a table."""
 
 from evennia.commands.command import InterruptCommand
 from evennia.commands.default.muxcommand import MuxCommand
+from evennia.utils import evmore
 from evennia.utils.ansi import raw
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import inherits_from
 
 from ..audience import describe_audience, message_audience
 from ..pins import pin_cap, pinned_tokens
+from ..utils.columns import INDENT, fitted
 from ..utils.markers import SUMMARY_MARKER
 from ..utils.message_format import is_summary, tool_call_text
 
 ASSISTANT_TYPECLASS = "ai.assistant_character.AssistantCharacter"
-INDENT = "    "
 # The metadata type of a tool output that compaction masked (a placeholder in its place).
 MASKED = "masked"
 PINNED_MARK = "[pinned]"
@@ -68,9 +67,19 @@ class AssistantCommand(MuxCommand):
         return ", ".join(f"/{option}" for option in self.switch_options)
 
     def refuse(self, text):
-        """Tell the caller ``text`` (wrapped to the client's width) and stop the command."""
-        self.msg("\n".join(wrap(text, self.client_width())))
+        """Tell the caller ``text`` and stop the command."""
+        self.tell(text)
         raise InterruptCommand
+
+    def tell(self, text):
+        """Send ``text`` to the caller, every line wider than the client wrapped (a message
+        is a paragraph: its wrapped lines start at the margin)."""
+        self.caller.msg(fitted(text, self.client_width()))
+
+    def page(self, text):
+        """Send ``text`` to the caller through Evennia's pager, every line wider than the
+        client wrapped, its further lines indented (a listing's items stay apart)."""
+        evmore.msg(self.caller, fitted(text, self.client_width(), INDENT), session=self.session)
 
 
 def find_assistant(caller, name):
@@ -88,7 +97,7 @@ def find_assistant(caller, name):
         return None
     found = caller.search(name, global_search=True, typeclass=ASSISTANT_TYPECLASS, quiet=True)
     if len(found) != 1:
-        caller.msg(f"Found {len(found)} assistants matching '{name}'; name exactly one.")
+        caller.msg(fitted(f"Found {len(found)} assistants matching '{name}'; name exactly one."))
         return None
     return found[0]
 
@@ -100,10 +109,7 @@ def shortened(text, width):
 
 def indented(text, width):
     """Return the lines of ``text`` as typed (uncoloured), each wrapped, all indented."""
-    lines = []
-    for line in text.splitlines():
-        lines += wrap(raw(line), width, initial_indent=INDENT, subsequent_indent=INDENT)
-    return lines
+    return fitted("\n".join(INDENT + raw(line) for line in text.splitlines()), width).split("\n")
 
 
 def privately(text, audience):
@@ -158,7 +164,8 @@ def fitted_table(headers, rows, texts, width):
     """
     # A column is as wide as its widest cell and a space either side; the text gets the rest.
     room = width - sum(max(map(len, column)) + 2 for column in zip(headers[:-1], *rows)) - 2
-    table = EvTable(*(f"|w{header}|n" for header in headers), border="header")
+    # Cells too wide to leave the text any room are wrapped within the width by EvTable.
+    table = EvTable(*(f"|w{header}|n" for header in headers), border="header", maxwidth=width)
     for row, text in zip(rows, texts):
         table.add_row(*row, shortened(" ".join(text.split()), room))
     return table

@@ -1,7 +1,5 @@
 """The builders' hand on compaction: compacting now, undoing the last one, pinning messages."""
 
-from textwrap import wrap
-
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -110,21 +108,20 @@ class CmdAiCompact(AssistantCommand):
     help_category = "AI"
 
     def func(self):
-        caller = self.caller
         action = [switch for switch in self.switches if switch != "force"]
         if len(action) > 1 or ("force" in self.switches and action != ["undo"]):
-            caller.msg("Use one of /undo (with /force if need be), /pin, /unpin or /pinfact.")
+            self.tell("Use one of /undo (with /force if need be), /pin, /unpin or /pinfact.")
             return
         action = action[0] if action else "compact"
         if (self.rhs is None) != (action in ("compact", "undo")):
-            caller.msg(f"Usage: {self.usage_of(action)}")
+            self.tell(f"Usage: {self.usage_of(action)}")
             return
-        assistant = find_assistant(caller, self.lhs.strip())
+        assistant = find_assistant(self.caller, self.lhs.strip())
         if assistant is None:
             return
         script = assistant.assistant_script
         if action in ("compact", "undo") and self.busy(script):
-            caller.msg(f"{assistant.key} is already compacting; wait until it is done.")
+            self.tell(f"{assistant.key} is already compacting; wait until it is done.")
             return
         {
             "compact": self.compact,
@@ -153,16 +150,15 @@ class CmdAiCompact(AssistantCommand):
 
     def compact(self, assistant, script):
         """Start a manual compaction; tell the caller its result when it is done."""
-        caller = self.caller
         steps = COMPACTION_STEPS[compact_strategy(script.effective_config())]
-        caller.msg(f"{assistant.key} starts compacting: {steps}.")
+        self.tell(f"{assistant.key} starts compacting: {steps}.")
 
         def report(results):
-            caller.msg(f"{assistant.key}: {compaction_report(*results)}")
+            self.tell(f"{assistant.key}: {compaction_report(*results)}")
 
         def failed(failure):
             logger.log_err(f"AI {script.label}: manual compaction failed: {failure.getTraceback()}")
-            caller.msg(f"{assistant.key}: compaction failed: {failure.getErrorMessage()}")
+            self.tell(f"{assistant.key}: compaction failed: {failure.getErrorMessage()}")
 
         running = manual_compaction(script, assistant)
         script.ndb.manual_compaction = running
@@ -176,7 +172,7 @@ class CmdAiCompact(AssistantCommand):
             )
         except UndoRefused as err:
             hint = " Add /force to undo anyway." if err.forceable else ""
-            self.msg_wrapped(f"{assistant.key}: {err}.{hint}")
+            self.tell(f"{assistant.key}: {err}.{hint}")
             return
         record = done["record"]
         journal = [
@@ -184,7 +180,7 @@ class CmdAiCompact(AssistantCommand):
             for count, what in ((done["deleted"], "deleted"), (done["archived"], "archived"))
             if count
         ]
-        self.msg_wrapped(
+        self.tell(
             f"{assistant.key}: undid the {record.kind} compaction #{record.id} of "
             f"{when(record.created_at.isoformat())}: {done['restored']} messages are live "
             f"again; the context holds {done['tokens']:,} of {done['max_tokens']:,} tokens "
@@ -196,23 +192,23 @@ class CmdAiCompact(AssistantCommand):
         pinning = "pin" in self.switches
         wanted = [part.strip() for part in self.rhs.split(",")]
         if not all(part.isdigit() for part in wanted):
-            self.caller.msg(f"Usage: {self.usage_of('pin' if pinning else 'unpin')}")
+            self.tell(f"Usage: {self.usage_of('pin' if pinning else 'unpin')}")
             return
         wanted = [int(part) for part in wanted]
         try:
             ids = pin_messages(script, wanted, pinning)
         except PinRefused as err:
-            self.msg_wrapped(f"{assistant.key}: {err}; unpin something first.")
+            self.tell(f"{assistant.key}: {err}; unpin something first.")
             return
         missing = sorted(set(wanted) - set(ids))
         if missing:
-            self.msg_wrapped(
+            self.tell(
                 f"{assistant.key} has no live message {', '.join(map(str, missing))}; "
                 f"aihistory {assistant.key} lists the row ids."
             )
         if ids:
             done = "Pinned" if pinning else "Unpinned"
-            self.msg_wrapped(
+            self.tell(
                 f"{done} {len(ids)} message{'' if len(ids) == 1 else 's'} of {assistant.key} ({', '.join(map(str, ids))}"
                 f"{'' if set(ids) == set(wanted) else ': with their tool calls or results'}). "
                 f"{pins_held(script)}"
@@ -222,18 +218,14 @@ class CmdAiCompact(AssistantCommand):
         """Append the right-hand side to the history as a pinned fact."""
         fact = " ".join(self.rhs.split())
         if not fact:
-            self.caller.msg(f"Usage: {self.usage_of('pinfact')}")
+            self.tell(f"Usage: {self.usage_of('pinfact')}")
             return
         try:
             message = script.append_message(fact_message(script, fact, self.caller.key))
         except PinRefused as err:
-            self.msg_wrapped(f"{assistant.key}: {err}; unpin something first.")
+            self.tell(f"{assistant.key}: {err}; unpin something first.")
             return
-        self.msg_wrapped(
+        self.tell(
             f"Pinned a fact for {assistant.key} as message {message['id']} "
             f"({message['token_count']} tokens). {pins_held(script)}"
         )
-
-    def msg_wrapped(self, text):
-        """Send ``text`` wrapped to the client's width."""
-        self.caller.msg("\n".join(wrap(text, self.client_width())))

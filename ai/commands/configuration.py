@@ -44,15 +44,15 @@ class CmdAiMode(AssistantCommand):
             elif mode == "awake":
                 script.wake_up(f"woken by {self.caller.key}")
             else:
-                self.caller.msg(f"Unknown mode '{mode}': use awake or sleep.")
+                self.tell(f"Unknown mode '{mode}': use awake or sleep.")
                 return
         if script.db.operating_mode == "sleep":
-            self.caller.msg(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
+            self.tell(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
         else:
-            self.caller.msg(f"{assistant.key} is awake.")
+            self.tell(f"{assistant.key} is awake.")
         problem = model_problem(script)
         if problem:
-            self.caller.msg("\n".join(wrap(f"It cannot answer: {problem}", 78)))
+            self.tell(f"It cannot answer: {problem}")
 
 
 def in_full(label, value, width):
@@ -108,28 +108,28 @@ class CmdAiConfig(AssistantCommand):
         attribute = attribute.strip()
         if not attribute:
             if self.rhs is None:
-                self.caller.msg(self.listing(assistant, script.effective_config()))
+                self.tell(self.listing(assistant, script.effective_config()))
             else:
-                self.caller.msg("Usage: aiconfig <assistant>/<attribute> = <value>")
+                self.tell("Usage: aiconfig <assistant>/<attribute> = <value>")
             return
         if attribute not in SCRIPT_CONFIG:
             close = get_close_matches(attribute.lower(), SCRIPT_CONFIG, n=3)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            self.caller.msg(
+            self.tell(
                 f"{assistant.key} has no configuration attribute {attribute!r}.{hint} "
                 f"aiconfig {assistant.key} lists them all."
             )
             return
         if self.rhs is None:
-            self.caller.msg(self.in_detail(assistant, attribute, script.get_config(attribute)))
+            self.tell(self.in_detail(assistant, attribute, script.get_config(attribute)))
             return
         try:
             value = parse_value(attribute, self.rhs)
             script.set_config(attribute, value)
         except ConfigError as err:
-            self.caller.msg(f"{err}; nothing changed.")
+            self.tell(raw(f"{err}; nothing changed."))
             return
-        self.caller.msg(in_full(f"{assistant.key}: {attribute} = ", value, self.client_width()))
+        self.tell(in_full(f"{assistant.key}: {attribute} = ", value, self.client_width()))
 
     def listing(self, assistant, config):
         """Return every attribute as ``name = value`` (cut to one line) over its meaning."""

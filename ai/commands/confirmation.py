@@ -39,35 +39,35 @@ class CmdAiConfirm(AssistantCommand):
     help_category = "AI"
 
     def func(self):
-        caller = self.caller
-        assistant = find_assistant(caller, self.lhs.strip())
+        assistant = find_assistant(self.caller, self.lhs.strip())
         if assistant is None:
             return
         script = assistant.assistant_script
         if self.rhs is None:
             waiting = waiting_calls(script)
             if not waiting:
-                caller.msg(f"{assistant.key} waits on no dangerous tool call.")
+                self.tell(f"{assistant.key} waits on no dangerous tool call.")
                 return
-            table = EvTable("|w#|n", "|wcall|n", border="header")
+            # The calls in full, wrapped in their column: a builder allows what they read.
+            table = EvTable("|w#|n", "|wcall|n", border="header", maxwidth=self.client_width())
             for number, call in enumerate(waiting, 1):
                 table.add_row(number, tool_call_text(call))
-            caller.msg(f"Tool calls {assistant.key} waits on:\n{table}")
+            self.tell(f"Tool calls {assistant.key} waits on:\n{table}")
             return
         number = self.rhs.strip()
         try:
             if "discard" in self.switches:
-                call = discard_call(script, assistant, _whole(number), caller)
-                caller.msg(f"Discarded {tool_call_text(call)}; {assistant.key} is told.")
+                call = discard_call(script, assistant, _whole(number), self.caller)
+                self.tell(f"Discarded {tool_call_text(call)}; {assistant.key} is told.")
                 return
-            running = confirm_call(script, assistant, _whole(number), caller)
+            running = confirm_call(script, assistant, _whole(number), self.caller)
         except NoSuchCall:
-            caller.msg(
+            self.tell(
                 f"{assistant.key} has no waiting call {number!r}; see aiconfirm {assistant.key}."
             )
             return
         running.addCallback(
-            lambda ran: caller.msg(
+            lambda ran: self.tell(
                 f"Ran {tool_call_text(ran[0])} for {assistant.key}: {ran[1].content}"
             )
         )

@@ -1,8 +1,5 @@
 """The builders' view of an assistant's context: usage, live history, journal, compactions."""
 
-from textwrap import wrap
-
-from evennia.utils import evmore
 from evennia.utils.ansi import raw
 from evennia.utils.evtable import EvTable
 
@@ -16,7 +13,6 @@ from ..sleep.compaction import ACCURACY_WARNING_AT
 from ..tool_offering import tool_offering
 from ..utils.message_format import is_summary, summary_text
 from .common import (
-    INDENT,
     AssistantCommand,
     find_assistant,
     fitted_table,
@@ -102,9 +98,9 @@ class CmdAiHistory(AssistantCommand):
 
     Without a name, the only assistant in the room is shown. The plain form shows
     how full the context is against the compaction thresholds, how tools are
-    offered to the model (natively or listed as text, and who chose), each live summary
-    in full with its metadata, the journal's synthesis entries, then the live
-    history, oldest first: each message's row id (the one aicompact/pin and
+    offered to the model (natively or listed as text, and who chose), each live
+    summary in full with its metadata, the journal's synthesis entries, then the
+    live history, oldest first: each message's row id (the one aicompact/pin and
     aihistory/archived take), role, tokens and a preview; in it, summaries read
     "[CONTEXT SUMMARY] n msgs, kind, successive #k", a masked tool output reads
     "[masked <tool>, n tokens, <when it was archived>]", and a pinned message
@@ -128,7 +124,7 @@ class CmdAiHistory(AssistantCommand):
         if "archived" in self.switches:
             name, _, summary_id = name.rpartition(" ")
             if not summary_id.isdigit():
-                self.caller.msg("Usage: aihistory/archived [<assistant>] <row id>")
+                self.tell("Usage: aihistory/archived [<assistant>] <row id>")
                 return
         assistant = find_assistant(self.caller, name.strip())
         if assistant is None:
@@ -144,7 +140,7 @@ class CmdAiHistory(AssistantCommand):
             text = self.pins(assistant, script)
         else:
             text = self.overview(assistant, script)
-        evmore.msg(self.caller, text, session=self.session)
+        self.page(text)
 
     def overview(self, assistant, script):
         """Return the context usage against the thresholds, then the live history."""
@@ -191,11 +187,10 @@ class CmdAiHistory(AssistantCommand):
         return "\n".join(lines)
 
     def journal(self, assistant):
-        """Return the journal's entries, oldest first, each in full within the client width."""
+        """Return the journal's entries, oldest first, each in full."""
         entries = journal_entries(assistant)
         if not entries:
             return f"{assistant.key}'s journal is empty."
-        width = self.client_width()
         blocks = [f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):"]
         for entry in entries:
             about = [f"importance {entry.get('importance', '?')}", entry.get("source_type", "?")]
@@ -203,9 +198,8 @@ class CmdAiHistory(AssistantCommand):
                 about.append(describe_audience(entry["audience"]))
             if entry.get("tags"):
                 about.append("tags: " + ", ".join(entry["tags"]))
-            header = raw(f"{entry['id']} ({'; '.join(about)})")
-            blocks += wrap(header, width, subsequent_indent=INDENT)
-            blocks += indented(entry["content"], width)
+            blocks.append(raw(f"{entry['id']} ({'; '.join(about)})"))
+            blocks += indented(entry["content"], self.client_width())
         return "\n".join(blocks)
 
     def compactions(self, assistant, script):
@@ -215,28 +209,26 @@ class CmdAiHistory(AssistantCommand):
         summaries = summaries_of(script)
         if not (records or summaries):
             return f"{assistant.key} has never compacted its context."
-        width = self.client_width()
         lines = [f"Compactions of |w{assistant.key}|n (oldest first):"]
-        for record in records:
-            lines += wrap(record_line(record), width, subsequent_indent=INDENT)
+        lines += [record_line(record) for record in records]
         in_effect = [record for record in records if not record.undone_at]
         if in_effect:
             lines.append(f"aicompact/undo {assistant.key} undoes #{in_effect[-1].id}.")
         unrecorded = [str(row.pk) for row in summaries if row.made_by_id is None]
         if unrecorded:
-            lines += wrap(
-                f"Made before compactions were recorded (no undo): summary {', '.join(unrecorded)}.",
-                width,
+            lines.append(
+                f"Made before compactions were recorded (no undo): summary {', '.join(unrecorded)}."
             )
         if summaries:
-            lines += ["Summaries (oldest first):", str(self.summary_table(summaries))]
+            table = self.summary_table(summaries, self.client_width())
+            lines += ["Summaries (oldest first):", str(table)]
         syntheses = [entry["id"] for entry in journal_entries(assistant, "compaction")]
-        lines += wrap(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.", width)
+        lines.append(f"Synthesis entries in the journal: {', '.join(syntheses) or 'none'}.")
         return "\n".join(lines)
 
     @staticmethod
-    def summary_table(summaries):
-        """Return an EvTable of summary rows within 78 columns: id, state, kind, time (to the
+    def summary_table(summaries, width):
+        """Return an EvTable of summary rows within ``width``: id, state, kind, time (to the
         minute), messages, tokens and which successive compaction (#) it was."""
         table = EvTable(
             "|wid|n",
@@ -247,6 +239,7 @@ class CmdAiHistory(AssistantCommand):
             "|wtokens|n",
             "|w#|n",
             border="header",
+            maxwidth=width,
         )
         for summary in summaries:
             metadata = summary.metadata
@@ -287,9 +280,7 @@ class CmdAiHistory(AssistantCommand):
         pinned = script.history.pinned_messages()
         held = pins_held(script)
         if not pinned:
-            return "\n".join(
-                wrap(f"{assistant.key} has no pinned messages. {held}", self.client_width())
-            )
+            return f"{assistant.key} has no pinned messages. {held}"
         heading = f"Pinned messages of |w{assistant.key}|n ({len(pinned)}, oldest first):"
         table = message_table(pinned, self.client_width())
-        return "\n".join([heading, str(table), *wrap(held, self.client_width())])
+        return "\n".join([heading, str(table), held])

@@ -1,9 +1,7 @@
 """The builders' view of an assistant's long-term memory: memories, journal, entity profiles."""
 
-from textwrap import wrap
-
 from django.db.models import Count, Q
-from evennia.utils import evmore, logger
+from evennia.utils import logger
 from evennia.utils.ansi import raw
 from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
@@ -137,7 +135,7 @@ class CmdAiMemory(AssistantCommand):
         self.lhs, self.rhs = name.strip(), argument.strip() or None
         now = f"aimemory/{self.switches[0]} {self.lhs}".rstrip()
         now += f" = {self.rhs}" if self.rhs else ""
-        self.msg("\n".join(wrap(f"(Deprecated spelling: write {now}.)", self.client_width())))
+        self.tell(f"(Deprecated spelling: write {now}.)")
 
     def func(self):
         forms = {
@@ -148,22 +146,14 @@ class CmdAiMemory(AssistantCommand):
         }
         needs_argument = self.switch in ("search", "show")
         if (self.rhs is not None and not self.switch) or (needs_argument and not self.argument):
-            self.caller.msg(f"Usage: {self.USAGES[self.switch]}")
+            self.tell(f"Usage: {self.USAGES[self.switch]}")
             return
         assistant = find_assistant(self.caller, self.name)
         if assistant is None:
             return
         text = forms[self.switch](assistant)
         if text:  # a search answers later, when its Deferred fires
-            evmore.msg(self.caller, text, session=self.session)
-
-    def wrapped(self, text, indent=INDENT):
-        """Return ``text`` wrapped to the client's width, every line after the first indented.
-
-        Leading spaces of ``text`` are kept (textwrap keeps a paragraph's): they indent its
-        first line.
-        """
-        return "\n".join(wrap(text, self.client_width(), subsequent_indent=indent))
+            self.page(text)
 
     def overview(self, assistant):
         """Return the counts of memories, journal entries and profiles, and the last sleep."""
@@ -203,28 +193,24 @@ class CmdAiMemory(AssistantCommand):
             f"observations, {observations['superseded']} superseded).",
             f"Last sleep: {when(last['at']) if last else 'never'}" + (":" if last else "."),
         ]
-        lines = [self.wrapped(line) for line in lines]
         for name, result in (last or {}).get("steps", {}).items():
-            lines.append(self.wrapped(INDENT + step_line(name, result), INDENT * 2))
+            lines.append(INDENT + step_line(name, result))
         return "\n".join(lines)
 
     def search(self, assistant):
         """Search every memory for the argument; the hits are sent when Mem0 answers."""
-        caller, query, width = self.caller, self.argument, self.client_width()
-        caller.msg(
-            self.wrapped(
-                f"Searching the long-term memory of {assistant.key} for {raw(repr(query))}..."
-            )
-        )
+        caller, query = self.caller, self.argument
+        self.tell(f"Searching the long-term memory of {assistant.key} for {raw(repr(query))}...")
 
         def report(hits):
-            evmore.msg(caller, self.hits(assistant, query, hits, width), session=self.session)
+            self.page(self.hits(assistant, query, hits, self.client_width()))
 
         def failed(failure):
             logger.log_err(f"AI {assistant.key}: aimemory search failed: {failure.getTraceback()}")
-            text = f"{assistant.key}: the memory search failed: {failure.getErrorMessage()}"
             # An error may run over several long lines (a configuration's validation).
-            caller.msg("\n".join(self.wrapped(raw(line)) for line in text.splitlines()))
+            self.tell(
+                raw(f"{assistant.key}: the memory search failed: {failure.getErrorMessage()}")
+            )
 
         searching = search_every_memory(assistant, query, SEARCH_LIMIT)
         caller.ndb.aimemory_search = searching  # for whoever waits on it (tests)
@@ -234,7 +220,7 @@ class CmdAiMemory(AssistantCommand):
     def hits(self, assistant, query, hits, width):
         """Return the memories found for ``query``: link id, score, supersession, text."""
         if not hits:
-            return self.wrapped(f"{assistant.key} remembers nothing near {raw(repr(query))}.")
+            return f"{assistant.key} remembers nothing near {raw(repr(query))}."
         rows = [
             (
                 str(link.id),
@@ -246,7 +232,7 @@ class CmdAiMemory(AssistantCommand):
         ]
         texts = [privately(link.text, link.audience) for link, _ in hits]
         table = fitted_table(("link", "score", "superseded", "by", "memory"), rows, texts, width)
-        heading = self.wrapped(
+        heading = (
             f"Memories of |w{assistant.key}|n nearest {raw(repr(query))}, best first "
             f"(aimemory/show {assistant.key} = <link> shows one in full):"
         )
@@ -256,9 +242,7 @@ class CmdAiMemory(AssistantCommand):
         """Return one memory in full, with its journal entry and the messages it came from."""
         number = self.argument
         if not number.isdigit():
-            return self.wrapped(
-                f"{raw(repr(number))} is not a link id: give the number /search shows."
-            )
+            return f"{raw(repr(number))} is not a link id: give the number /search shows."
         link = (
             MemoryLink.objects.filter(db_object_id=assistant.id, id=int(number))
             .select_related("entry", "superseded_by")
@@ -282,9 +266,9 @@ class CmdAiMemory(AssistantCommand):
             facts.append(f"Supersedes: link {', '.join(map(str, older))}.")
         facts.append(f"Audience: {describe_audience(link.audience)}.")
         lines = [
-            self.wrapped(heading),
+            heading,
             *indented(link.text, self.client_width()),
-            *map(self.wrapped, facts),
+            *facts,
             *self.source(assistant, link.entry),
         ]
         return "\n".join(lines)
@@ -292,17 +276,11 @@ class CmdAiMemory(AssistantCommand):
     def source(self, assistant, entry):
         """Return the lines telling a memory's journal entry and its history messages."""
         if entry is None:
-            return [
-                self.wrapped(
-                    "Source entry: deleted from the journal (the next sleep drops this memory)."
-                )
-            ]
+            return ["Source entry: deleted from the journal (the next sleep drops this memory)."]
         score = "unscored" if entry.score is None else f"score {entry.score:g}"
         lines = [
-            self.wrapped(
-                f"Source entry: {entry.entry_id} ({entry.source_type}, importance "
-                f"{entry.importance}, {score}, {'archived' if entry.archived else 'not archived'})."
-            )
+            f"Source entry: {entry.entry_id} ({entry.source_type}, importance "
+            f"{entry.importance}, {score}, {'archived' if entry.archived else 'not archived'})."
         ]
         ids = list(entry.source_message_ids or ())
         if not ids:
@@ -320,7 +298,7 @@ class CmdAiMemory(AssistantCommand):
             lines.append(str(fitted_table(headers, cells, firsts, self.client_width())))
         gone = sorted(set(ids) - {row.id for row in rows})
         if gone:
-            lines.append(self.wrapped(f"No longer stored: {', '.join(map(str, gone))}."))
+            lines.append(f"No longer stored: {', '.join(map(str, gone))}.")
         return lines
 
     def profiles(self, assistant):
@@ -335,26 +313,22 @@ class CmdAiMemory(AssistantCommand):
             }
         if not profiles:
             about = f" of {raw(repr(self.argument))}" if name else "s"
-            return self.wrapped(f"{assistant.key} has no entity profile{about}.")
+            return f"{assistant.key} has no entity profile{about}."
         lines = [
-            self.wrapped(
-                f"Entity profiles of |w{assistant.key}|n ({len(profiles)}; superseded "
-                "observations indented below the current ones):"
-            )
+            f"Entity profiles of |w{assistant.key}|n ({len(profiles)}; superseded "
+            "observations indented below the current ones):"
         ]
         for ref, profile in profiles.items():
             observations = profile["observations"]
             current = [obs for obs in observations if not obs.get("invalid_at")]
             lines.append(
-                self.wrapped(
-                    f"|w{raw(profile['name'])}|n ({ref}): {len(current)} current, "
-                    f"{len(observations) - len(current)} superseded, updated "
-                    f"{when(profile['updated'])}"
-                )
+                f"|w{raw(profile['name'])}|n ({ref}): {len(current)} current, "
+                f"{len(observations) - len(current)} superseded, updated "
+                f"{when(profile['updated'])}"
             )
             for observation in current:
                 text = privately(observation["text"], observation.get("audience"))
-                lines.append(self.wrapped(INDENT + raw(text), INDENT * 2))
+                lines.append(INDENT + raw(text))
             for observation in observations:
                 if observation.get("invalid_at"):
                     text = privately(observation["text"], observation.get("audience"))
@@ -362,5 +336,5 @@ class CmdAiMemory(AssistantCommand):
                         f"(superseded {when(observation['invalid_at'])} by: "
                         f"{observation.get('superseded_by') or 'one since deleted'})"
                     )
-                    lines.append(self.wrapped(INDENT * 2 + raw(f"{replaced} {text}"), INDENT * 3))
+                    lines.append(INDENT * 2 + raw(f"{replaced} {text}"))
         return "\n".join(lines)

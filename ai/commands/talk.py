@@ -26,14 +26,14 @@ class CmdTalk(AssistantCommand):
     def func(self):
         caller = self.caller
         if not self.args.strip():
-            caller.msg("Usage: talk <assistant> = <message>")
+            self.tell("Usage: talk <assistant> = <message>")
             return
         name, message = (self.lhs, self.rhs) if self.rhs else ("", self.args.strip())
         assistant = find_assistant(caller, name.strip())
         if assistant is None:
             return
         if assistant.location != caller.location:
-            caller.msg(f"{assistant.key} is not here.")
+            self.tell(f"{assistant.key} is not here.")
             return
         caller.location.msg_contents(
             f'{caller.key} says to {assistant.key}, "{message}"', exclude=[caller, assistant]

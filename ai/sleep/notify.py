@@ -3,6 +3,7 @@
 from evennia.utils import logger
 
 from ..log_channel import post_to_log_channel
+from ..utils.columns import fitted
 
 
 def announce_compaction(script, character, result):
@@ -26,6 +27,8 @@ def announce_compaction(script, character, result):
             asleep = script.db.operating_mode == "sleep"
             # Asleep, it does not pause: the room sees it stir.
             gesture = "stirs in their sleep" if asleep else "pauses and gathers their thoughts"
-            character.location.msg_contents(f"{character.key} {gesture}.", exclude=[character])
+            character.location.msg_contents(
+                fitted(f"{character.key} {gesture}."), exclude=[character]
+            )
         except Exception:
             logger.log_trace(f"AI {script.label}: could not tell the room")

@@ -12,6 +12,7 @@ from ai.sleep.compaction import compact_conversation_history
 from ai.utils.message_format import summary_text
 
 from .support import AssistantCommandTestCase, make_assistant, store_window, wait_for
+from .test_commands import words
 
 FACTS = [
     'Char says, "I buried 40 gold coins under the old oak in Mirkwood."',
@@ -81,13 +82,14 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertIn(
             f"Helper context: {usage.total_tokens}/100000 tokens ({usage.usage:.1%}); "
             "thresholds: sleep 70% (not reached), emergency 80% (not reached)",
-            output,
+            words(output),
         )
         self.assertIn(
             f"History: {usage.history_tokens} tokens ({usage.history_usage:.1%}) in 3 messages. "
             "Model: offline/assistant. Last compaction: never.",
-            output,
+            words(output),
         )
+        self.assertEqual([line for line in output.splitlines() if len(line) > 78], [])
         user, call, result = self.script.history.messages()
         self.assertIn(
             "Live history (aihistory/archived <row id> shows what a summary replaced):\n"
@@ -117,7 +119,7 @@ class TestAiHistory(CompactionCommandTestCase):
         output = self.call(CmdAiHistory(), "")
         self.assertIn(
             f"thresholds: sleep {sleep:.0%} (crossed), emergency {emergency:.0%} (not reached)",
-            output,
+            words(output),
         )
         self.assertIn("No live history.", output)
 
@@ -128,7 +130,9 @@ class TestAiHistory(CompactionCommandTestCase):
             patch("ai.utils.checked_settings.logger.log_err") as log,
         ):
             output = self.call(CmdAiHistory(), "Helper")
-        self.assertIn("thresholds: sleep 70% (not reached), emergency 80% (not reached)", output)
+        self.assertIn(
+            "thresholds: sleep 70% (not reached), emergency 80% (not reached)", words(output)
+        )
         self.assertIn("AI_CONTEXT_OVERRIDES['tick_event']['max_iterations']=0", log.call_args[0][0])
 
     def test_shows_a_summary_marker_with_its_metadata(self):
@@ -141,7 +145,7 @@ class TestAiHistory(CompactionCommandTestCase):
             rf"\n {result['summary_id']} +system +{result['summary_tokens']} +\[CONTEXT SUMMARY\] "
             rf"{result['compacted_messages']} msgs, manual, successive #1",
         )
-        self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", output)
+        self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", words(output))
         self.assertNotIn("Warning", output)
 
     def test_shows_each_live_summary_in_full_and_the_synthesis_entries(self):
@@ -151,22 +155,23 @@ class TestAiHistory(CompactionCommandTestCase):
         marker = self.script.history.messages()[0]
         metadata = marker["metadata"]
         output = self.call(CmdAiHistory(), "Helper")
+        shown = words(output)
         self.assertIn(
             f"Summary {result['summary_id']} (manual, compaction #1 in a row, "
             f"{metadata['compacted_at'][:10]} ",
-            output,
+            shown,
         )
         self.assertIn(
             f"replaced {result['compacted_messages']} messages, "
             f"{metadata['original_token_count']} → {metadata['summary_token_count']} tokens:",
-            output,
+            shown,
         )
         kept = summary_text(marker["content"])
         self.assertGreater(len(kept), 80, "long enough that a preview would cut it")
         for line in kept.splitlines():
-            self.assertIn(line, output)
+            self.assertIn(words(line), shown)
         synthesis = journal_entries(self.assistant)[-1]
-        self.assertIn(f"Synthesis entries in the journal: {synthesis['id']} (", output)
+        self.assertIn(f"Synthesis entries in the journal: {synthesis['id']} (", shown)
 
     def test_warns_from_the_third_successive_compaction(self):
         self.script.append_message(summary(2))
@@ -176,7 +181,7 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertIn(
             f"Warning: summary {stored['id']} is compaction #3 in a row; accuracy degrades "
             "after several successive compactions.",
-            output,
+            words(output),
         )
 
     def test_long_output_is_paged(self):
@@ -259,9 +264,8 @@ class TestAiHistory(CompactionCommandTestCase):
         other = make_assistant("Other", self.room2)
         foreign = other.assistant_script.append_message(summary(1))
         for wrong in (message["id"], foreign["id"], 9999):
-            self.call(
-                CmdAiHistory(),
-                f"/archived Helper {wrong}",
+            self.assertEqual(
+                words(self.call(CmdAiHistory(), f"/archived Helper {wrong}")),
                 f"{wrong} is not a summary or masked output of Helper's history; "
                 "see aihistory/compactions.",
             )
@@ -325,10 +329,9 @@ class TestAiCompact(CompactionCommandTestCase):
 
     def test_reports_a_skip_and_why_nothing_was_journaled(self):
         self.tell_facts(FACTS[:1])
-        self.call(
-            CmdAiCompact(),
-            "",
-            "Helper starts compacting: journaling facts, then summarizing.|"
+        self.assertEqual(
+            words(self.call(CmdAiCompact(), "")),
+            "Helper starts compacting: journaling facts, then summarizing. "
             "Helper: 0 facts journaled (nothing was summarized); "
             "compaction skipped: history within preserve window (the last 20 messages are "
             "kept; lower compact_preserve_window to compact more).",
@@ -348,7 +351,7 @@ class TestAiCompact(CompactionCommandTestCase):
         self.script.set_config("pre_compact_extraction_enabled", False)
         report = self.run_compact()
         self.assertEqual(
-            report,
+            words(report),
             "Helper: 0 facts journaled (extraction disabled); "
             "compaction failed: the summary came back empty.",
         )
@@ -375,7 +378,7 @@ class TestAiCompact(CompactionCommandTestCase):
         report = self.run_compact()
         self.assertIn(
             "This is compaction #3 in a row: check the synthesis entries (aihistory/journal).",
-            report,
+            words(report),
         )
 
     def test_refuses_while_a_compaction_runs(self):

@@ -12,6 +12,7 @@ from evennia.utils.ansi import strip_ansi
 from ai.commands import AssistantCmdSet
 
 from .support import AssistantTestCase, record_messages
+from .test_commands import words
 from .test_honest_speech import LONG_FACT, PROMISE
 
 CONFIRM_IN_CONVERSATION = {"tick_event": {"dangerous_requires_confirm": True}}
@@ -38,7 +39,7 @@ class TestHeldCall(AssistantTestCase):
         result = self.ask()
         self.assertEqual(result["loop"].stop_reason, "awaiting_confirmation")
         self.assertEqual(self.lantern.location, self.assistant)
-        heard = self.heard(self.char1_heard)
+        heard = words(self.heard(self.char1_heard))  # wrapped to 78 columns
         self.assertNotIn("Here, Char", heard)
         self.assertIn(
             "Helper has asked a builder to allow this first: give (item: lantern, "
@@ -76,7 +77,7 @@ class TestHeldCall(AssistantTestCase):
         before = len(self.char1_heard)
         self.char1.execute_cmd("aiconfirm Helper = 1")
         self.assertEqual(self.lantern.location, self.char1)
-        heard = self.heard(self.char1_heard, before)
+        heard = words(self.heard(self.char1_heard, before))  # wrapped to 78 columns
         done = "A builder allowed it, and Helper did it: give (item: lantern, recipient: Char)."
         self.assertIn(done, heard)
         self.assertIn('Helper says, "The lantern? Here, Char."', heard)
@@ -91,7 +92,7 @@ class TestHeldCall(AssistantTestCase):
         before = len(self.char1_heard)
         self.char1.execute_cmd("aiconfirm/discard Helper = 1")
         self.assertEqual(self.lantern.location, self.assistant)
-        heard = self.heard(self.char1_heard, before)
+        heard = words(self.heard(self.char1_heard, before))  # wrapped to 78 columns
         self.assertIn(
             "A builder did not allow it, so Helper did not do it: give (item: lantern, "
             "recipient: Char).",
@@ -107,7 +108,7 @@ class TestHeldCall(AssistantTestCase):
         self.lantern.location = self.room1  # dropped meanwhile: there is nothing to give
         before = len(self.char1_heard)
         self.char1.execute_cmd("aiconfirm Helper = 1")
-        heard = self.heard(self.char1_heard, before)
+        heard = words(self.heard(self.char1_heard, before))  # wrapped to 78 columns
         self.assertIn(
             "A builder allowed it, but Helper could not do it: give (item: lantern, "
             "recipient: Char).",

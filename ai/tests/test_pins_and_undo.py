@@ -220,7 +220,7 @@ class TestUndoCommand(PinUndoTestCase):
         self.assertIsNotNone(CompactionRecord.objects.get().undone_at)
         self.said(CmdAiCompact(), "/undo Helper", "Helper: no compaction to undo.")
         self.assertEqual(
-            channel_msg.call_args.args[0],
+            " ".join(channel_msg.call_args.args[0].split()),
             f"Char undid Helper's manual compaction #{result['compaction_id']}: "
             f"{result['compacted_messages']} messages restored, context at {usage.usage:.0%}",
         )

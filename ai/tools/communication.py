@@ -9,6 +9,7 @@ at most ``SPEECH_LIMIT`` characters: a longer answer is said in parts, and what 
 import re
 
 from ..audience import listeners_of
+from ..utils.columns import fitted
 from ..utils.speech import plain_speech, speech_parts
 from ..utils.text_tool_calls import looks_like_markup
 from .base import Tool, ToolResult
@@ -59,8 +60,9 @@ def without_own_name(character, text):
 
 
 def emote(character, text, audience=None):
-    """Show ``text`` (a pose, not speech) to the room, or to ``audience`` (dbrefs) only."""
-    text = plain_speech(text)
+    """Show ``text`` (a pose the contrib words, never the model's speech) to the room, or to
+    ``audience`` (dbrefs) only, wrapped to a client's default width."""
+    text = fitted(plain_speech(text))
     if not audience:
         character.location.msg_contents(text, from_obj=character)
         return

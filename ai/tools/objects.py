@@ -3,6 +3,7 @@ changes the world)."""
 
 from evennia.utils.ansi import strip_ansi
 
+from ..utils.columns import fitted
 from ..utils.markers import NOT_SEEN
 from .base import Tool, ToolResult
 from .registry import register_tool
@@ -54,7 +55,7 @@ def give(ctx, item, recipient):
     if not thing.move_to(target, quiet=True, move_type="give"):
         return ToolResult(ok=False, content=f"{thing.key} could not be given to {target.key}.")
     ctx.character.location.msg_contents(
-        f"{ctx.character.key} gives {thing.key} to {target.key}.", from_obj=ctx.character
+        fitted(f"{ctx.character.key} gives {thing.key} to {target.key}."), from_obj=ctx.character
     )
     return ToolResult(
         ok=True,
