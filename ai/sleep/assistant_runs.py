@@ -26,6 +26,7 @@ from twisted.internet import defer
 
 from ..audience import message_audience
 from ..prompt_assembly import history_units
+from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
 from ..utils.message_format import is_summary
 from .common import (
     CompactionRefused,
@@ -35,7 +36,6 @@ from .common import (
     replace_recorded,
     skipped,
 )
-from .faithfulness import Repairs, check_summary, examples_of, read_transcript
 from .quality_gate import describe_report
 from .summarizing import summarize
 
@@ -144,7 +144,7 @@ def compact_assistant_runs(script, character, plan, before, config, extract=None
 
 def check_runs(character, older, runs, summaries):
     """Return ``(summaries, counts)``: each run's summary with what it invents dropped or
-    corrected (``ai.sleep.faithfulness``; "" when nothing is left), and the repairs counted.
+    corrected (``ai.utils.faithfulness``; "" when nothing is left), and the repairs counted.
 
     A run's summary may name whoever appears in the older messages (the players it
     answered), but may claim only the tool calls of its own run.

@@ -3,7 +3,7 @@ what they and the journal told.
 
 In order, for each audience's summary (``gate_summary``):
 
-1. Invented sentences are repaired (``ai.sleep.faithfulness``): a copied example, a stranger's
+1. Invented sentences are repaired (``ai.utils.faithfulness``): a copied example, a stranger's
    name or an action no tool call made is dropped; words credited to the wrong speaker go to
    the one who said them. A summary with nothing left is refused.
 2. The lines of an earlier ``[CONTEXT SUMMARY]`` among the messages that the new summary lost
@@ -25,6 +25,7 @@ only, so it is deterministic.
 
 from ..helpers.journal import entries_citing
 from ..utils.facts import plain_words, relates_specific_subject, replaces
+from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
 from ..utils.grounding import key_terms, survives
 from ..utils.markers import (
     ARCHIVE_MARKER,
@@ -36,7 +37,6 @@ from ..utils.markers import (
 )
 from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
 from ..utils.sentences import LIST_MARK, sentences
-from .faithfulness import Repairs, check_summary, examples_of, read_transcript
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3

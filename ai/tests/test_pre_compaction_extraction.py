@@ -198,6 +198,16 @@ class TestFactsInAPlayersWords(ExtractionTestCase):
         self.assertIn("Char2 said: My horse is called Thunder.", entries)
         self.assertIn("Char said: I buried 40 gold coins under the old oak.", entries)
 
+    def test_words_credited_to_the_wrong_player_are_journaled_as_the_speakers(self):
+        fill(self.script, FACTS[:3])
+        wrong = "Char: The password for the cellar door is swordfish."
+        fill(self.script, FACTS[3:4])
+        with ScriptedLLM([("add_journal_entry", {"content": wrong})], [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.extract()
+        entries = [entry["content"] for entry in journal_entries(self.assistant)]
+        self.assertEqual(entries, ["Char2: The password for the cellar door is swordfish."])
+
     def test_words_already_credited_are_not_credited_again(self):
         said = {"id": 7, "role": "user", "content": 'Char whispers to you, "I sold my mare."'}
         entry = 'Remember this: Char whispers to you, "I sold my mare."'

@@ -21,7 +21,7 @@ from ai.sleep.extraction import (
     ExtractionBeforeSummary,
     run_pre_compaction_extraction,
 )
-from ai.sleep.faithfulness import examples_of
+from ai.utils.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
 from ai.utils.markers import EARLIER_HEADER, SAID_HEADER, SUMMARY_MARKER
 from ai.utils.message_format import is_summary, summary_text

@@ -13,6 +13,7 @@ from ..helpers.journal import (
     find_same,
     search_entries,
 )
+from ..utils.faithfulness import check_summary, read_transcript
 from ..utils.grounding import transcript_words, unfounded
 from ..utils.sentences import sentences
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
@@ -34,7 +35,14 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
         why = unfounded(content, transcript_words(ctx.source_messages))
         if why:
             return ToolResult(ok=False, content=f"Not journaled: {why}.")
-        content = credited(content, ctx.source_messages)
+        # Words credited to a player who did not say them go to the one who did, as a
+        # summary's do (the quality gate's check): read later, a wrong speaker is a swap.
+        transcript = read_transcript(ctx.source_messages, ctx.character.key)
+        content, _ = check_summary(credited(content, ctx.source_messages), transcript)
+        if not content:
+            return ToolResult(
+                ok=False, content="Not journaled: it tells what the conversation does not show."
+            )
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         # Every extraction rereads the history it is given: keep one entry per fact.

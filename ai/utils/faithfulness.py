@@ -14,10 +14,10 @@ is clearly one other speaker, else dropped when the one credited said nothing at
 import re
 from dataclasses import dataclass, field
 
-from ..utils.facts import plain_words, telling_words
-from ..utils.grounding import PLACEHOLDER, key_terms, survives
-from ..utils.message_format import is_summary, read_event, summary_text
-from ..utils.sentences import LIST_MARK
+from .facts import plain_words, telling_words
+from .grounding import PLACEHOLDER, key_terms, survives
+from .message_format import is_summary, read_event, summary_text
+from .sentences import LIST_MARK
 
 # A speaker's share of a sentence's telling words that makes the words theirs.
 OWN_WORDS_SHARE = 0.5
