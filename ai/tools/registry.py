@@ -94,22 +94,20 @@ def _problem(tool, parsed):
     taken out of ``parsed``; and what was taken out, said for the model (or "")."""
     if not isinstance(parsed, dict):
         return f"must be a JSON object, got {type(parsed).__name__}", ""
+    validator = Draft202012Validator(tool.parameters)
     properties = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or ())
     ignored = []
-    while True:
-        error = best_match(Draft202012Validator(tool.parameters).iter_errors(parsed))
-        if error is None:
-            return None, "; ".join(ignored)
-        path = "/".join(str(part) for part in error.absolute_path)
+    while error := best_match(validator.iter_errors(parsed)):
         name = error.absolute_path[0] if error.absolute_path else None
-        if name in parsed and name not in required and "default" in properties.get(name, {}):
-            ignored.append(
-                f"{name} {_plain_error(error)}: left out, {properties[name]['default']!r} used"
-            )
-            del parsed[name]
-            continue
-        return f"{path + ': ' if path else ''}{_plain_error(error)}", ""
+        if name not in parsed or name in required or "default" not in properties.get(name, {}):
+            path = "/".join(str(part) for part in error.absolute_path)
+            return f"{path + ': ' if path else ''}{_plain_error(error)}", ""
+        ignored.append(
+            f"{name} {_plain_error(error)}: left out, {properties[name]['default']!r} used"
+        )
+        del parsed[name]
+    return None, "; ".join(ignored)
 
 
 def _plain_error(error):
