@@ -23,9 +23,9 @@ from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
 from ..utils.facts import plain_words
 from ..utils.grounding import survives
-from ..utils.markers import GATE_HEADERS, NOTES_HEADER, SYNTHESIS_MARKER
-from ..utils.message_format import one_line, read_event
-from ..utils.sentences import LIST_MARK, sentences
+from ..utils.markers import SYNTHESIS_MARKER
+from ..utils.message_format import one_line, read_event, summary_items
+from ..utils.sentences import sentences
 
 MAX_ENTRY_CHARS = 2000
 _WORD = re.compile(r"\w+")
@@ -112,13 +112,9 @@ def synthesis_statements(content):
     """Return the statements of a synthesis entry's summary (its list items, and the
     sentences of its other lines), without its marker, the quality gate's headers and notes."""
     found = []
-    for line in content.removeprefix(SYNTHESIS_MARKER).splitlines():
-        item = LIST_MARK.sub("", line).strip()
-        if item == NOTES_HEADER:
-            break
-        if item and item not in GATE_HEADERS:
-            # A list item is one statement; a line of prose may hold several.
-            found += [item] if item != line.strip() else sentences(item)
+    for item, listed in summary_items(content.removeprefix(SYNTHESIS_MARKER)):
+        # A list item is one statement; a line of prose may hold several.
+        found += [item] if listed else sentences(item)
     return found
 
 

@@ -30,13 +30,18 @@ from ..utils.grounding import key_terms, survives
 from ..utils.markers import (
     ARCHIVE_MARKER,
     EARLIER_HEADER,
-    GATE_HEADERS,
-    NOTES_HEADER,
     RESTORED_HEADER,
     SAID_HEADER,
 )
-from ..utils.message_format import is_summary, one_line, quoted, read_event, summary_text
-from ..utils.sentences import LIST_MARK, sentences
+from ..utils.message_format import (
+    is_summary,
+    one_line,
+    quoted,
+    read_event,
+    summary_items,
+    summary_text,
+)
+from ..utils.sentences import sentences
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
@@ -170,14 +175,9 @@ def earlier_lines(members):
     for message in members:
         if not (is_summary(message) and message["role"] == "system"):
             continue
-        for line in summary_text(message["content"]).splitlines():
-            if line.strip() == NOTES_HEADER:
-                break
-            line = LIST_MARK.sub("", line).strip()
-            header = line in GATE_HEADERS
-            if line.startswith(ARCHIVE_MARKER) or header or line in lines:
-                continue
-            if len(line.split()) >= MIN_RESTORED_WORDS:
+        for line, _ in summary_items(summary_text(message["content"])):
+            own = line.startswith(ARCHIVE_MARKER)
+            if not own and line not in lines and len(line.split()) >= MIN_RESTORED_WORDS:
                 lines.append(line)
     return lines
 

@@ -11,7 +11,8 @@ line of a prompt that looks like a summary, a role or an instruction.
 import json
 import re
 
-from .markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
+from .markers import GATE_HEADERS, NOTES_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
+from .sentences import LIST_MARK
 
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -89,6 +90,18 @@ def summary_text(content):
     summaries, stored before the reference line, have none)."""
     text = (content or "").strip().removeprefix(SUMMARY_MARKER).strip()
     return text.removeprefix(SUMMARY_PREAMBLE).strip()
+
+
+def summary_items(text):
+    """Yield ``(item, listed)`` for each line of a summary's text that states something:
+    its list mark removed (``listed`` says it had one), the quality gate's headers left out,
+    up to its notes."""
+    for line in text.splitlines():
+        item = LIST_MARK.sub("", line).strip()
+        if item == NOTES_HEADER:
+            return
+        if item and item not in GATE_HEADERS:
+            yield item, item != line.strip()
 
 
 def tool_call_text(call):
