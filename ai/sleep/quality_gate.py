@@ -24,7 +24,7 @@ only, so it is deterministic.
 """
 
 from ..helpers.journal import entries_citing
-from ..utils.facts import plain_words, relates_specific_subject, replaces
+from ..utils.facts import plain_words, relates_specific_subject, replaced_value, replaces
 from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
 from ..utils.grounding import key_terms, survives
 from ..utils.markers import (
@@ -140,18 +140,31 @@ def restore_statements(character, audience, members, summary, share=STATEMENTS_S
     neither it (with what the gate appended) nor a journal entry of ``audience`` citing them
     kept, appended in the speaker's words, quoted as every player's words are, oldest
     first while the whole holds at most ``share`` of the words of ``members``."""
-    kept = set(plain_words(summary))
-    for entry in entries_citing(character, [m["id"] for m in members], audience):
-        kept.update(plain_words(entry["content"]))
+    told = [item for item, _ in summary_items(summary)]
+    told += [
+        entry["content"]
+        for entry in entries_citing(character, [m["id"] for m in members], audience)
+    ]
+    kept = set(plain_words(summary)).union(*(plain_words(line) for line in told))
     lines = [
         f"- {speaker}: {quoted(sentence)}"
         for speaker, sentence in statements(members, character.key)
-        if not survives(sentence, kept)
+        if not still_told(sentence, told, kept)
     ]
     lost = within_share(lines, members, summary, share)
     if not lost:
         return summary, 0
     return "\n".join([summary, SAID_HEADER, *lost]), len(lost)
+
+
+def still_told(statement, told, kept):
+    """Return whether ``statement`` survives in the words ``kept`` of the lines ``told``: a
+    line it replaces there ("the <thing> is <old value>" for "the <thing> is now <value>")
+    shares most of its words, so its new value must be kept too."""
+    if not survives(statement, kept):
+        return False
+    values = (replaced_value(statement, line) for line in told)
+    return all(value <= kept for value in values if value is not None)
 
 
 def within_share(lines, members, summary, share):

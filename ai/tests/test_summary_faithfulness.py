@@ -172,6 +172,23 @@ class TestStatementsChanged(FaithfulnessTestCase):
         self.assertNotIn("4417", kept)
 
 
+class TestStatementsChangedSummaryKeptTheOldValue(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char2 says, "The password for the cellar door is quince."'},
+        {
+            "role": "user",
+            "content": 'Char2 says, "The password for the cellar door is now sorrel."',
+        },
+    ]
+
+    def test_the_new_value_comes_back_beside_a_line_that_kept_only_the_old_one(self):
+        """The summary's line shares most words with the change ("the password for the
+        cellar door"): only its new value says whether the change survived."""
+        self.compact(f"{TOLL}\n- Char2 said the password for the cellar door is quince.")
+        kept = self.stored_summary()
+        self.assertIn('- Char2: "The password for the cellar door is now sorrel."', kept)
+
+
 class TestStatementsWithoutNames(FaithfulnessTestCase):
     EARLIER = [
         {"role": "user", "content": 'Char2 says, "The password for the cellar door is quince."'},

@@ -162,23 +162,31 @@ def replaces(newer, older):
     both empty, as in "She moved" of an entity's own profile) through the same kind of
     relation, to a different value. The relation is a known verb ("is", "lives",
     "owes"...) or, when the newer fact says it changed ("now", "instead"...), the words
-    both begin with ("The ferry now leaves at dusk" after "The ferry leaves at noon"). A relation that can hold several
-    values at once ("Bob is tall", "Bob is a smith") needs that word of change, unless its
-    subject is a specific attribute of two words or more ("the gate password").
+    both begin with ("The ferry now leaves at dusk" after "The ferry leaves at noon"). A
+    relation that can hold several values at once ("Bob is tall", "Bob is a smith") needs
+    that word of change, unless its subject is a specific attribute of two words or more
+    ("the gate password").
     """
+    return replaced_value(newer, older) is not None
+
+
+def replaced_value(newer, older):
+    """Return the telling words of the value ``newer`` gives in place of ``older``'s ("the
+    gate password is now marmalade" after "the gate password is swordfish": {"marmalade"}),
+    or None when ``newer`` does not supersede ``older`` (see :func:`replaces`)."""
     new_words, old_words = fact_words(newer), fact_words(older)
     changed = bool(CHANGE_WORDS & set(plain_words(newer)))
     new, old = parse_fact(new_words), parse_fact(old_words)
     if not (new and old and new[1] == old[1]) and changed:
         new, old = _shared_pivot(new_words, old_words)
     if not (new and old and new[1] == old[1]):
-        return False
+        return None
     (new_subject, kind, new_value), (old_subject, _, old_value) = new, old
     small, large = sorted((new_subject, old_subject), key=len)
     if (small or large) and not (small and small <= large):
-        return False
+        return None
     specific = kind in SINGLE_VALUED or len(large) >= 2
-    return new_value != old_value and (changed or specific)
+    return new_value if new_value != old_value and (changed or specific) else None
 
 
 def relates_specific_subject(text):
