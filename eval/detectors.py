@@ -16,7 +16,7 @@ SENTENCE_STARTS = tuple(".!?:\"'([{]-*•>#\n")
 # Words that start a sentence of a summary or a journal entry without being a name: a
 # capitalized word at a sentence start is a name unless the conversation or this list has it.
 COMMON_STARTS = set(
-    """a about after afterwards again all also an and another any anyone as at because before
+    """a about according after afterwards again all also an and another any anyone as at because before
     both but by during each earlier either every everyone everything facts first for from he
     her here hers him his how however if in instead it its later let many meanwhile more most
     much my neither next no nobody none nor not note notes nothing now of on once one only or

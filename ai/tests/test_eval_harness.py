@@ -167,6 +167,12 @@ class DetectorTest(TestCase):
         ]
         self.assertEqual(detectors.invented(labelled, self.conversation), [])
 
+    def test_an_attribution_opening_a_line_is_no_name(self):
+        texts = ["According to Ada, the vault password is thistle."]
+        self.assertEqual(detectors.invented(texts, self.conversation), [])
+        found = detectors.invented(["Ada met them according to Mira."], self.conversation)
+        self.assertEqual([f.what for f in found], ["Mira"])
+
     def test_the_archive_marker_is_the_contribs_words(self):
         import real_model
 
