@@ -182,7 +182,7 @@ class TestAiHistory(CompactionCommandTestCase):
         with patch.object(type(log_channel()), "msg") as channel_msg:
             second = self.compact()  # folds the first summary in: a summary of a summary
         self.assertRegex(
-            channel_msg.call_args.args[0],
+            words(channel_msg.call_args.args[0]),
             r"^Helper compacted its context \(manual\): 5 messages into a summary, .*; it is a "
             r"summary of a summary \(depth 2\)$",
         )
