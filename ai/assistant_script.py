@@ -5,6 +5,7 @@ the Deferred that ``at_repeat`` returns, so the busy guard is ours: a tick that 
 start while the previous one is still running is skipped and counted.
 """
 
+from django.utils import timezone
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
@@ -13,6 +14,7 @@ from twisted.internet import defer, threads
 from .audience import event_audience, with_audience
 from .config import (
     CROSS_CHECKS,
+    EMOTE_FIELD,
     SCRIPT_CONFIG,
     ai_setting,
     check_value,
@@ -38,6 +40,7 @@ from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
 from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
+from .utils.wording import percent_against, plural
 
 COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
 EMERGENCY_EXTRACTION_ITERATIONS = 3
@@ -190,10 +193,10 @@ class AssistantScript(DefaultScript):
             return
         self.db.operating_mode = "sleep"
         self.db.sleep_phase = SLEEP_PHASES[0]
+        self.db.asleep_since = timezone.now().isoformat()  # the sleep that ai.sleep.record keeps
         self.ndb.idle_ticks = 0
         logger.log_info(f"AI {self.label}: falls asleep ({reason})")
-        if self.obj and self.obj.location:
-            self.obj.location.msg_contents(fitted(f"{self.obj.key} drifts off to sleep."))
+        self.tell_room("sleep_emote")
 
     def wake_up(self, reason="event"):
         """Switch to awake mode and tell the room."""
@@ -203,8 +206,13 @@ class AssistantScript(DefaultScript):
         self.db.sleep_phase = None
         self.ndb.idle_ticks = 0
         logger.log_info(f"AI {self.label}: wakes up ({reason})")
-        if self.obj and self.obj.location:
-            self.obj.location.msg_contents(fitted(f"{self.obj.key} wakes up."))
+        self.tell_room("wake_emote")
+
+    def tell_room(self, emote):
+        """Show the room the emote template of the attribute ``emote``, unless it is None."""
+        template = self.get_config(emote)
+        if template and self.obj and self.obj.location:
+            self.obj.location.msg_contents(fitted(template.replace(EMOTE_FIELD, self.obj.key)))
 
     def context_usage(self):
         """Measure the context of the next call (see ``measure_context``)."""
@@ -285,7 +293,8 @@ class AssistantScript(DefaultScript):
         if is_stuck(self, "emergency"):
             return {"skipped": True, "reason": "still over the threshold, history unchanged"}
         logger.log_warn(
-            f"AI {self.label}: Emergency compaction triggered: {usage.usage:.0%} context usage"
+            f"AI {self.label}: Emergency compaction triggered: "
+            f"{percent_against(usage.usage, threshold, places=0)} context usage"
         )
         extraction = ExtractionBeforeSummary(
             self, character, max_iterations=EMERGENCY_EXTRACTION_ITERATIONS
@@ -298,7 +307,8 @@ class AssistantScript(DefaultScript):
         record_outcome(self, "emergency", still_over)
         if still_over:
             logger.log_warn(
-                f"AI {self.label}: still at {after.usage:.0%} after emergency compaction "
+                f"AI {self.label}: still at {percent_against(after.usage, threshold, places=0)} "
+                "after emergency compaction "
                 f"({what_is_too_large(after, threshold, compaction)}); going on"
             )
         return {
@@ -316,7 +326,7 @@ class AssistantScript(DefaultScript):
             self.ndb.idle_ticks = (self.ndb.idle_ticks or 0) + 1
             limit = config["sleep_after_idle_ticks"]
             if limit and self.ndb.idle_ticks >= limit:
-                self.fall_asleep(f"{self.ndb.idle_ticks} idle ticks")
+                self.fall_asleep(plural(self.ndb.idle_ticks, "idle tick"))
             return {"status": "idle", "mode": "awake", "emergency": emergency}
         self.ndb.idle_ticks = 0
         stored = self.append_message(

@@ -84,5 +84,17 @@ def listeners_of(audience):
 
 
 def describe_audience(audience):
-    """Return how builders see an audience: ``public`` or ``private to #6, #7``."""
-    return f"private to {', '.join(audience)}" if audience else "public"
+    """Return how builders see an audience: ``public``, or ``private to <name> (#6)`` for each
+    listener.
+
+    A name, for that is who was whispered to; its dbref beside it, for two may share a name.
+    """
+    if not audience:
+        return "public"
+    return f"private to {', '.join(map(listener_name, audience))}"
+
+
+def listener_name(ref):
+    """Return ``<name> (#6)`` for the dbref ``#6``, or say that its object was deleted."""
+    found = search_object(ref)
+    return f"{found[0].key} ({ref})" if found else f"someone since deleted ({ref})"

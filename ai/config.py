@@ -285,6 +285,16 @@ SCRIPT_CONFIG = {
     "sleep_after_idle_ticks": Option(
         60, int_range(0, 1_000_000), "Fall asleep after this many ticks without events (0: never)"
     ),
+    "sleep_emote": Option(
+        "{name} drifts off to sleep.",
+        optional(emote_template),
+        "Shown to the room when the assistant falls asleep; None: never",
+    ),
+    "wake_emote": Option(
+        "{name} wakes up.",
+        optional(emote_template),
+        "Shown to the room when the assistant wakes up; None: never",
+    ),
     "memory_enabled": Option(
         True,
         boolean,

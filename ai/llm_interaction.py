@@ -35,6 +35,7 @@ from .utils.token_counter import (
     count_tools_tokens,
 )
 from .utils.tool_prompt import with_tools_described
+from .utils.wording import plural
 
 RETRYABLE = frozenset({"timeout", "rate_limit", "api_error"})
 # Seconds the wait for an answer outlasts the request's own timeout (see wait_limit).
@@ -371,7 +372,7 @@ def call_llm(
         if kind not in RETRYABLE or attempt > retries:
             logger.log_err(
                 f"AI {script.label}: model call to {model} failed ({kind}) after "
-                f"{attempt} attempt(s): {detail}"
+                f"{plural(attempt, 'attempt')}: {detail}"
             )
             return LLMResult(ok=False, error_kind=kind, error=detail, attempts=attempt, model=model)
         delay = ai_setting("AI_LLM_RETRY_DELAY") * 2 ** (attempt - 1)

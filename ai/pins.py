@@ -48,17 +48,19 @@ def pin_messages(script, message_ids, pinned=True):
     """Pin (or unpin) live messages with the rest of their tool-call units, within the cap.
 
     Returns:
-        list: The ids of the messages pinned (or unpinned), oldest first; empty when none
-        of ``message_ids`` is live.
+        tuple: ``(ids, changed)``: the ids of the live messages named and the rest of their
+        units, oldest first (empty when none of ``message_ids`` is live), and those of them
+        that were not pinned (or unpinned) already.
 
     Raises:
         PinRefused: the pins would be over the cap; nothing changes.
     """
     with transaction.atomic():
+        before = set(script.history.live_rows().filter(pinned=True).values_list("id", flat=True))
         ids = script.history.set_pinned(message_ids, pinned)
         if pinned:
             check_cap(script, pinned_tokens(script))  # raised: the pins are rolled back
-    return ids
+    return ids, [message_id for message_id in ids if (message_id in before) != pinned]
 
 
 def fact_message(script, text, by, audience=None):

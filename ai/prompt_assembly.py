@@ -148,8 +148,18 @@ def fill_placeholders(template, values):
     return _PLACEHOLDER.sub(lambda match: str(values.get(match[1], match[0])), template)
 
 
+def includes(config, component_id):
+    """Tell whether the prompts of the context type ``config`` include ``component_id``."""
+    component = next((c for c in all_components() if c.id == component_id), None)
+    return component is not None and _included(component, set(config.enabled_components))
+
+
 def _included(component, enabled_ids):
-    """A pluggable component joins the contexts that list it or the static one before it."""
+    """Tell whether ``component`` joins a context listing ``enabled_ids``: never when it is
+    switched off (``PromptComponent.enabled``); a pluggable one joins the contexts that
+    list it or the static one before it."""
+    if not component.enabled:
+        return False
     if component.id in enabled_ids or component.is_static:
         return component.id in enabled_ids
     preceding_static = max(i for i in STATIC_IDS if i < component.id)
@@ -226,7 +236,7 @@ def assemble_prompt(
         script, character, config, event, tool_result, list(memories), live_ids, audience
     )
     enabled = set(config.enabled_components)
-    with_history = COMPONENT_CONVERSATION_HISTORY in enabled
+    with_history = includes(config, COMPONENT_CONVERSATION_HISTORY)
     parts, cuts = [], []
     for component in all_components():
         if component.id == COMPONENT_CONVERSATION_HISTORY or not _included(component, enabled):

@@ -22,7 +22,7 @@ from .confirmation import hold_call
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
-from .prompt_assembly import assemble_prompt
+from .prompt_assembly import assemble_prompt, includes
 from .prompt_components import (
     COMPONENT_CONVERSATION_HISTORY,
     COMPONENT_SEMANTIC_MEMORIES,
@@ -157,7 +157,7 @@ class _Turn:
         self.audience_only = audience_only
         self.budget = budget
         self.records_history = config.records_history
-        self.reads_history = COMPONENT_CONVERSATION_HISTORY in config.enabled_components
+        self.reads_history = includes(config, COMPONENT_CONVERSATION_HISTORY)
         self.local = []
 
     def history(self):
@@ -348,7 +348,7 @@ def recall_for(script, character, config, event, audience, shown=()):
     never its reply.
     """
     limit = script.get_config("memory_recall_limit")
-    wanted = COMPONENT_SEMANTIC_MEMORIES in config.enabled_components
+    wanted = includes(config, COMPONENT_SEMANTIC_MEMORIES)
     if not (event and wanted and limit and script.get_config("memory_enabled")):
         return []
     query = recall_query(event)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from twisted.internet import defer, reactor
 from twisted.python.failure import Failure
 
+from ai.utils.wording import plural
+
 ROOM = "Tavern"
 ASSISTANT = "Helper"
 PLAYERS = ("Alice", "Bob", "Carol")
@@ -304,7 +306,7 @@ def print_usage(usage, outcome):
     outcome.peak_usage = max(outcome.peak_usage, usage.usage)
     say(
         f"context: {usage.total_tokens:,} tokens (history {usage.history_tokens:,}, "
-        f"{usage.message_count} messages) of {usage.max_tokens:,} = {usage.usage:.2%}",
+        f"{plural(usage.message_count, 'message')}) of {usage.max_tokens:,} = {usage.usage:.2%}",
         STEP_INDENT,
     )
 
@@ -312,7 +314,7 @@ def print_usage(usage, outcome):
 def print_compaction(record):
     """Print one compaction: its kind, what it replaced, and the tokens before and after."""
     say(
-        f">> {record['kind']} compaction: {record['compacted_messages']} messages -> "
+        f">> {record['kind']} compaction: {plural(record['compacted_messages'], 'message')} -> "
         f"summary; history {record['original_tokens']:,} -> {record['new_tokens']:,} tokens "
         f"({record['reduction_pct']:.0f}% less); the compacted part "
         f"{record['compacted_tokens']:,} -> {record['summary_tokens']:,} tokens; context "
@@ -427,11 +429,6 @@ def sleep(script, outcome):
     print_usage(script.context_usage(), outcome)
 
 
-def counted(number, noun, plural=None):
-    """Return ``number`` and ``noun``, the noun plural unless the number is one."""
-    return f"{number} {noun if number == 1 else plural or noun + 's'}"
-
-
 def print_memory_work(memory, outcome):
     """Print what a dreaming tick's memory operations did, one short line each."""
     done = []
@@ -439,19 +436,19 @@ def print_memory_work(memory, outcome):
     if consolidation.get("consolidated_entry_ids"):
         entries = len(consolidation["consolidated_entry_ids"])
         done.append(
-            f"long-term memory: {counted(entries, 'journal entry', 'journal entries')} "
-            f"consolidated, {counted(consolidation['memories_added'], 'memory', 'memories')} "
-            f"added, {counted(len(consolidation['superseded']), 'older fact')} superseded"
+            f"long-term memory: {plural(entries, 'journal entry', 'journal entries')} "
+            f"consolidated, {plural(consolidation['memories_added'], 'memory', 'memories')} "
+            f"added, {plural(len(consolidation['superseded']), 'older fact')} superseded"
         )
     entities = memory.get("entity_consolidation") or {}
     if entities.get("consolidated"):
         done.append(
-            f"entity profiles: {counted(len(entities['consolidated']), 'new observation')} "
-            f"consolidated, {counted(len(entities['superseded']), 'older one')} superseded"
+            f"entity profiles: {plural(len(entities['consolidated']), 'new observation')} "
+            f"consolidated, {plural(len(entities['superseded']), 'older one')} superseded"
         )
     pruned = memory.get("episodic_prune") or {}
     if pruned.get("archived"):
-        archived = counted(pruned["archived"], "consolidated entry", "consolidated entries")
+        archived = plural(pruned["archived"], "consolidated entry", "consolidated entries")
         done.append(f"journal: {archived} left the active journal")
     for step, result in memory.items():
         if step != "context_compaction" and (result or {}).get("error"):
@@ -521,7 +518,8 @@ def print_journal(character):
     from ai.helpers.journal import journal_entries, listed
 
     entries = journal_entries(character)
-    print(f"journal: {len(entries)} entries (a: archived, out of the active journal)")
+    count = plural(len(entries), "entry", "entries")
+    print(f"journal: {count} (a: archived, out of the active journal)")
     for number, (entry, text) in enumerate(zip(entries, listed(entries)), start=1):
         row = f"  {number:>2} {'a' if entry.get('archived') else ' '}[{entry['importance']:>2}] "
         print(row + preview(text, WIDTH - len(row)))
@@ -532,17 +530,17 @@ def problems_of(outcome, lost):
     no answer from long-term memory alone."""
     problems = []
     if outcome.failed_steps:
-        problems.append(f"{outcome.failed_steps} compaction or sleep step(s) failed")
+        problems.append(f"{plural(outcome.failed_steps, 'compaction or sleep step')} failed")
     if outcome.peak_usage > 1:
         problems.append(f"the context was over its limit ({outcome.peak_usage:.1%})")
     if not from_memory(outcome):
         problems.append("no question was answered from long-term memory alone")
     if outcome.silent_ticks:
-        problems.append(f"{outcome.silent_ticks} tick(s) did not reply")
+        problems.append(f"{plural(outcome.silent_ticks, 'tick')} did not reply")
     for kind, required in REQUIRED_COMPACTIONS.items():
         done = sum(1 for record in outcome.compactions if record["kind"] == kind)
         if done < required:
-            problems.append(f"{done} {kind} compaction(s), fewer than {required}")
+            problems.append(f"{plural(done, f'{kind} compaction')}, fewer than {required}")
     if lost:
         problems.append(f"planted facts lost: {', '.join(lost)}")
     return problems

@@ -83,23 +83,47 @@ class AssistantCommand(MuxCommand):
 
 
 def find_assistant(caller, name):
-    """Find one assistant by name (in the room first, then anywhere) or tell the caller why not.
+    """Find one assistant by name (in the room first, then anywhere) or tell the caller why not,
+    naming the assistants that could be meant and how to pick one.
 
     Returns:
         AssistantCharacter or None.
     """
-    if not name:
-        here = caller.location.contents if caller.location else []
-        found = [obj for obj in here if inherits_from(obj, ASSISTANT_TYPECLASS)]
-        if len(found) == 1:
-            return found[0]
-        caller.msg("Name the assistant: there is not exactly one here.")
-        return None
-    found = caller.search(name, global_search=True, typeclass=ASSISTANT_TYPECLASS, quiet=True)
-    if len(found) != 1:
-        caller.msg(fitted(f"Found {len(found)} assistants matching '{name}'; name exactly one."))
-        return None
-    return found[0]
+    here = caller.location.contents if caller.location else []
+    here = [obj for obj in here if inherits_from(obj, ASSISTANT_TYPECLASS)]
+    found = here
+    if name:
+        found = caller.search(name, global_search=True, typeclass=ASSISTANT_TYPECLASS, quiet=True)
+    if len(found) == 1:
+        return found[0]
+    builder = caller.locks.check_lockstring(caller, "_:perm(Builder)")
+    pick = "name one exactly, or give its #dbref" if builder else "name one exactly"
+    given = raw(repr(name))
+    if found and name:
+        text = f"Which assistant? {given} could be {listed(found, caller, builder, 'or')}"
+    elif found:
+        text = f"Which assistant? {listed(found, caller, builder, 'and')} are here"
+    elif name:
+        text = f"No assistant is called {given}"
+        text += f"; here: {listed(here, caller, builder, 'and')}" if here else ""
+    else:
+        text = "No assistant is here"
+    caller.msg(fitted(f"{text}: {pick}."))
+    return None
+
+
+def listed(assistants, caller, builder, last):
+    """Return assistants as ``A, B and C``: their names, with dbrefs and places for builders."""
+
+    def named(assistant):
+        if not builder:
+            return assistant.key
+        where = assistant.location
+        away = "" if where == caller.location else f", in {where.key if where else 'no room'}"
+        return f"{assistant.key} ({assistant.dbref}{away})"
+
+    names = [named(assistant) for assistant in assistants]
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else names[0]
 
 
 def shortened(text, width):
@@ -123,7 +147,7 @@ def preview(message, width):
     if is_summary(message):
         text = (
             f"{SUMMARY_MARKER} {metadata.get('compacted_count', '?')} msgs, "
-            f"{metadata.get('kind', '?')}, successive #{metadata.get('successive_compactions', 1)}"
+            f"{metadata.get('kind', '?')}, depth {metadata.get('successive_compactions', 1)}"
         )
     elif metadata.get("type") == MASKED:
         text = masked_text(metadata)

@@ -8,6 +8,8 @@ from ..pins import PinRefused, fact_message, pin_messages
 from ..sleep.compaction import ACCURACY_WARNING_AT, compact_conversation_history
 from ..sleep.extraction import ExtractionBeforeSummary
 from ..sleep.undo import UndoRefused, undo_last_compaction
+from ..utils.message_format import summary_depth
+from ..utils.wording import plural
 from .common import AssistantCommand, find_assistant, pins_held, when
 
 
@@ -30,18 +32,19 @@ def compaction_report(extraction, compaction):
     note = extraction.get("reason") or (
         None if extraction["success"] else f"extraction stopped: {extraction['stop_reason']}"
     )
-    facts = f"{extraction['facts_recorded']} facts journaled" + (f" ({note})" if note else "")
+    facts = f"{plural(extraction['facts_recorded'], 'fact')} journaled"
+    facts += f" ({note})" if note else ""
     masked = compaction.get("masking") or {}
     if masked.get("success"):  # a hybrid compaction masked, then summarized
-        facts += f"; masked {masked['compacted_messages']} old tool outputs"
+        facts += f"; masked {plural(masked['compacted_messages'], 'old tool output')}"
     if compaction.get("skipped"):
         hint = f" ({compaction['hint']})" if compaction.get("hint") else ""
         return f"{facts}; compaction skipped: {compaction['reason']}{hint}."
     if not compaction["success"]:
         return f"{facts}; compaction failed: {compaction['error']}."
-    what = "old tool outputs masked" if "placeholder_ids" in compaction else "messages"
+    what = "old tool output" if "placeholder_ids" in compaction else "message"
     text = (
-        f"{facts}; compacted {compaction['compacted_messages']} {what}: "
+        f"{facts}; compacted {plural(compaction['compacted_messages'], what)}: "
         f"{compaction['original_tokens']} → {compaction['new_tokens']} tokens "
         f"({compaction['reduction_pct']:.0f}% less)."
     )
@@ -50,10 +53,28 @@ def compaction_report(extraction, compaction):
         text += f" No summary: {summary.get('error') or summary.get('reason')}."
     if compaction.get("successive_compactions", 0) >= ACCURACY_WARNING_AT:
         text += (
-            f" This is compaction #{compaction['successive_compactions']} in a row: "
+            f" Its summary is {summary_depth(compaction['successive_compactions'])}: "
             "check the synthesis entries (aihistory/journal)."
         )
     return text
+
+
+def pin_report(assistant, wanted, ids, changed, pinning):
+    """Return what a pin (or unpin) changed, and which messages were so already."""
+    done, state = ("Pinned", "pinned") if pinning else ("Unpinned", "unpinned")
+    already = [message_id for message_id in ids if message_id not in changed]
+    were = (
+        f"{'message' if len(already) == 1 else 'messages'} {', '.join(map(str, already))} "
+        f"{'was' if len(already) == 1 else 'were'} {state} already"
+    )
+    if not changed:
+        return f"Nothing changed: {assistant.key}'s {were}."
+    units = "" if set(changed) <= set(wanted) else ": with their tool calls or results"
+    text = (
+        f"{done} {plural(len(changed), 'message')} of {assistant.key} "
+        f"({', '.join(map(str, changed))}{units})."
+    )
+    return f"{text} {were[0].upper()}{were[1:]}." if already else text
 
 
 # What ``aicompact`` says a compaction with each strategy will do.
@@ -176,14 +197,15 @@ class CmdAiCompact(AssistantCommand):
             return
         record = done["record"]
         journal = [
-            f"{count} synthesis {'entry' if count == 1 else 'entries'} {what}"
+            f"{plural(count, 'synthesis entry', 'synthesis entries')} {what}"
             for count, what in ((done["deleted"], "deleted"), (done["archived"], "archived"))
             if count
         ]
         self.tell(
             f"{assistant.key}: undid the {record.kind} compaction #{record.id} of "
-            f"{when(record.created_at.isoformat())}: {done['restored']} messages are live "
-            f"again; the context holds {done['tokens']:,} of {done['max_tokens']:,} tokens "
+            f"{when(record.created_at.isoformat())}: {plural(done['restored'], 'message')} "
+            f"{'is' if done['restored'] == 1 else 'are'} live again; the context holds "
+            f"{done['tokens']:,} of {done['max_tokens']:,} tokens "
             f"({done['usage']:.1%})." + (f" Journal: {', '.join(journal)}." if journal else "")
         )
 
@@ -196,7 +218,7 @@ class CmdAiCompact(AssistantCommand):
             return
         wanted = [int(part) for part in wanted]
         try:
-            ids = pin_messages(script, wanted, pinning)
+            ids, changed = pin_messages(script, wanted, pinning)
         except PinRefused as err:
             self.tell(f"{assistant.key}: {err}; unpin something first.")
             return
@@ -207,12 +229,8 @@ class CmdAiCompact(AssistantCommand):
                 f"aihistory {assistant.key} lists the row ids."
             )
         if ids:
-            done = "Pinned" if pinning else "Unpinned"
-            self.tell(
-                f"{done} {len(ids)} message{'' if len(ids) == 1 else 's'} of {assistant.key} ({', '.join(map(str, ids))}"
-                f"{'' if set(ids) == set(wanted) else ': with their tool calls or results'}). "
-                f"{pins_held(script)}"
-            )
+            report = pin_report(assistant, wanted, ids, changed, pinning)
+            self.tell(f"{report} {pins_held(script)}")
 
     def pin_fact(self, assistant, script):
         """Append the right-hand side to the history as a pinned fact."""

@@ -11,7 +11,8 @@ from ..llm_interaction import call_options, resolve_model
 from ..models import CompactionRecord, ConversationMessage
 from ..sleep.compaction import ACCURACY_WARNING_AT
 from ..tool_offering import tool_offering
-from ..utils.message_format import is_summary, summary_text
+from ..utils.message_format import is_summary, summary_depth, summary_text
+from ..utils.wording import percent, percent_against, plural
 from .common import (
     AssistantCommand,
     find_assistant,
@@ -31,10 +32,10 @@ def summary_block(message):
     audience = message_audience(message)
     private = f"{describe_audience(audience)}, " if audience else ""
     return (
-        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, {private}compaction "
-        f"#{metadata.get('successive_compactions', 1)} in a row, "
+        f"|wSummary {message['id']}|n ({metadata.get('kind', '?')}, {private}"
+        f"{summary_depth(metadata.get('successive_compactions', 1))}, "
         f"{when(metadata.get('compacted_at'))}): replaced "
-        f"{metadata.get('compacted_count', '?')} messages, "
+        f"{plural(metadata.get('compacted_count'), 'message')}, "
         f"{metadata.get('original_token_count', '?')} → "
         f"{metadata.get('summary_token_count', '?')} tokens:\n{text}"
     )
@@ -63,11 +64,23 @@ def summaries_of(script):
     return [row for row in rows if (row.metadata or {}).get("type") == "compaction"]
 
 
+def last_compaction_line(script):
+    """Return when the compaction in effect ran, and which newer one was undone, if any."""
+    text = f"Last compaction: {when(script.db.last_compaction)}"
+    newest = CompactionRecord.objects.filter(db_script_id=script.id).last()
+    if newest and newest.undone_at:
+        text += (
+            f" (#{newest.id} of {when(newest.created_at.isoformat())} was undone "
+            f"{when(newest.undone_at.isoformat())})"
+        )
+    return f"{text}."
+
+
 def record_line(record):
     """Return one compaction record: its kind, strategy, time, figures and whether undone."""
     result = record.result or {}
     figures = (
-        f"{result.get('compacted_messages', '?')} messages, "
+        f"{plural(result.get('compacted_messages'), 'message')}, "
         f"{result.get('original_tokens', '?')} → {result.get('new_tokens', '?')} tokens"
     )
     state = f"undone {when(record.undone_at.isoformat())}" if record.undone_at else "in effect"
@@ -102,10 +115,11 @@ class CmdAiHistory(AssistantCommand):
     summary in full with its metadata, the journal's synthesis entries, then the
     live history, oldest first: each message's row id (the one aicompact/pin and
     aihistory/archived take), role, tokens and a preview; in it, summaries read
-    "[CONTEXT SUMMARY] n msgs, kind, successive #k", a masked tool output reads
+    "[CONTEXT SUMMARY] n msgs, kind, depth k", a masked tool output reads
     "[masked <tool>, n tokens, <when it was archived>]", and a pinned message
     starts with "[pinned]". What was whispered to the assistant (and its
-    answer) is marked "(private to #dbref)": players never see it, builders do.
+    answer) is marked "(private to <name> (#dbref))": players never see it,
+    builders do.
 
     Examples:
       aihistory
@@ -153,23 +167,26 @@ class CmdAiHistory(AssistantCommand):
         for label in ("sleep", "emergency"):
             threshold = config[f"compact_{label}_threshold"]
             state = "|rcrossed|n" if usage.usage >= threshold else "not reached"
-            thresholds.append(f"{label} {threshold:.0%} ({state})")
+            thresholds.append(f"{label} {percent(threshold)} ({state})")
+        shown = percent_against(
+            usage.usage, config["compact_sleep_threshold"], config["compact_emergency_threshold"]
+        )
         messages = script.history.messages()
         lines = [
             f"|w{assistant.key}|n context: {usage.total_tokens}/{usage.max_tokens} tokens "
-            f"({usage.usage:.1%}); thresholds: {', '.join(thresholds)}",
+            f"({shown}); thresholds: {', '.join(thresholds)}",
             f"History: {usage.history_tokens} tokens ({usage.history_usage:.1%}) in "
-            f"{usage.message_count} messages. Model: {script.history.model}. "
-            f"Last compaction: {when(script.db.last_compaction)}.",
+            f"{plural(usage.message_count, 'message')}. Model: {script.history.model}. "
+            + last_compaction_line(script),
             tools_offered(script),
         ]
         for message in messages:
             successive = message["metadata"].get("successive_compactions") or 0
             if is_summary(message) and successive >= ACCURACY_WARNING_AT:
                 lines.append(
-                    f"|rWarning:|n summary {message['id']} is compaction #{successive} in a "
-                    "row; accuracy degrades after several successive compactions. Check the "
-                    "journal's synthesis entries (aihistory/journal)."
+                    f"|rWarning:|n summary {message['id']} is {summary_depth(successive)}; "
+                    "accuracy degrades with each summary of a summary. Check the journal's "
+                    "synthesis entries (aihistory/journal)."
                 )
         lines += [summary_block(message) for message in messages if is_summary(message)]
         syntheses = [
@@ -191,7 +208,8 @@ class CmdAiHistory(AssistantCommand):
         entries = journal_entries(assistant)
         if not entries:
             return f"{assistant.key}'s journal is empty."
-        blocks = [f"Journal of |w{assistant.key}|n ({len(entries)} entries, newest last):"]
+        count = plural(len(entries), "entry", "entries")
+        blocks = [f"Journal of |w{assistant.key}|n ({count}, newest last):"]
         for entry in entries:
             about = [f"importance {entry.get('importance', '?')}", entry.get("source_type", "?")]
             if entry.get("audience"):
@@ -229,7 +247,7 @@ class CmdAiHistory(AssistantCommand):
     @staticmethod
     def summary_table(summaries, width):
         """Return an EvTable of summary rows within ``width``: id, state, kind, time (to the
-        minute), messages, tokens and which successive compaction (#) it was."""
+        minute), messages, tokens and its depth (#: 2 for a summary of a summary)."""
         table = EvTable(
             "|wid|n",
             "|wstate|n",

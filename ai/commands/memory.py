@@ -12,6 +12,8 @@ from ..helpers.memory_links import memory_namespace
 from ..history import row_to_message
 from ..models import ConversationMessage, EntityObservation, JournalEntry, MemoryLink
 from ..semantic_memory import WORKER, search_memories
+from ..sleep.record import step_line
+from ..utils.wording import plural
 from .common import (
     INDENT,
     AssistantCommand,
@@ -54,18 +56,18 @@ def search_every_memory(character, query, limit):
     return [(by_memory[memory_id], score) for memory_id, _, score in hits if memory_id in by_memory]
 
 
-def step_line(name, result):
-    """Return what one step of the last sleep did, from its plain result fields."""
-    if result.get("error"):
-        return f"{name}: failed: {result['error']}"
-    if result.get("skipped"):
-        return f"{name}: skipped: {result.get('reason', '?')}"
-    # Lists are counted: every id a step touched would not fit on a line.
-    fields = [
-        f"{key.replace('_', ' ')} {len(value) if isinstance(value, list) else value}"
-        for key, value in result.items()
-    ]
-    return f"{name}: {', '.join(fields) or 'nothing reported'}"
+def last_sleep(record, asleep):
+    """Return the heading of what the last sleep did: when it began, its dreaming ticks."""
+    if not record:
+        return "Last sleep: never."
+    if "ticks" not in record:  # kept by a version that recorded only the last tick
+        return f"Last sleep: {when(record.get('at'))} (not recorded in full)."
+    began = f"began {when(record['began'])}, " if record.get("began") else ""
+    now = "; asleep now" if asleep else ""
+    return (
+        f"Last sleep: {began}{plural(record['ticks'], 'dreaming tick')}, the last at "
+        f"{when(record['at'])}{now}. What it did:"
+    )
 
 
 class CmdAiMemory(AssistantCommand):
@@ -92,9 +94,10 @@ class CmdAiMemory(AssistantCommand):
     Without a name, the only assistant in the room is shown. The plain form
     counts the memories (current and superseded), the journal entries
     (consolidated into memory, waiting for the next sleep, archived) and the
-    entity profiles, then tells when the assistant last slept and what each
-    step of that sleep did. What was whispered to the assistant is marked
-    "(private to #dbref)": players never hear it, builders see it.
+    entity profiles, then tells when the assistant last fell asleep, how many
+    dreaming ticks that sleep had, and what each step did over all of them.
+    What was whispered to the assistant is marked "(private to <name> (#dbref))":
+    players never hear it, builders see it.
 
     The old spelling with the switch after the name (aimemory helper/search
     gate password) still works, with a reminder; it is deprecated.
@@ -181,20 +184,22 @@ class CmdAiMemory(AssistantCommand):
             memories += f"; {links['pending']} being added"
         if not script.get_config("memory_enabled"):
             memories += "; memory_enabled is False: no new ones are made"
-        last = deserialize(script.db.last_sleep)  # plain lists, not the Attribute's
+        last = deserialize(script.db.last_sleep) or {}  # plain dicts, not the Attribute's
         lines = [
             f"Long-term memory of |w{assistant.key}|n (aimemory/search, /show or /profiles "
             f"{assistant.key} = ... look closer):",
             f"{memories}.",
-            f"Journal: {entries['total']} entries, {entries['consolidated']} consolidated into "
+            f"Journal: {plural(entries['total'], 'entry', 'entries')}, "
+            f"{entries['consolidated']} consolidated into "
             f"memory, {entries['total'] - entries['consolidated']} waiting for the next sleep; "
             f"{entries['archived']} archived.",
-            f"Entity profiles: {observations['entities']} ({observations['total']} "
-            f"observations, {observations['superseded']} superseded).",
-            f"Last sleep: {when(last['at']) if last else 'never'}" + (":" if last else "."),
+            f"Entity profiles: {observations['entities']} "
+            f"({plural(observations['total'], 'observation')}, "
+            f"{observations['superseded']} superseded).",
+            last_sleep(last, script.db.operating_mode == "sleep"),
         ]
-        for name, result in (last or {}).get("steps", {}).items():
-            lines.append(INDENT + step_line(name, result))
+        for name, done in last.get("steps", {}).items() if "ticks" in last else ():
+            lines.append(INDENT + step_line(name, done))
         return "\n".join(lines)
 
     def search(self, assistant):

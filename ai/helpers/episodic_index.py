@@ -13,6 +13,7 @@ from django.utils import timezone
 from evennia.utils import logger
 
 from ..models import JournalEntry
+from ..utils.wording import plural
 
 # Rows one prune archives at most, in ``memory_batch_size`` units.
 BATCHES_PER_PRUNE = 5
@@ -42,7 +43,8 @@ def prune_low_importance_entries(script, character):
     low = list(candidates.order_by("id").values_list("id", "entry_id")[:limit])
     if low:
         JournalEntry.objects.filter(id__in=[row_id for row_id, _ in low]).update(archived=True)
-        logger.log_info(f"AI {script.label}: archived {len(low)} unimportant journal entries")
+        archived = plural(len(low), "unimportant journal entry", "unimportant journal entries")
+        logger.log_info(f"AI {script.label}: archived {archived}")
     return {
         "archived": len(low),
         "archived_entry_ids": [entry_id for _, entry_id in low],

@@ -13,10 +13,10 @@
 After the first step, a ``sleep_consolidate`` run lets the model review what was just
 remembered, and new entries may get a model importance score. Each step takes one bounded
 batch, so a dreaming tick never holds the reactor for long; a step that fails is logged
-and reported, and the next steps still run.
+and reported, and the next steps still run. What every tick of a sleep did is added up in
+the record of that sleep (``ai.sleep.record``).
 """
 
-from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -25,6 +25,7 @@ from ..helpers.entity_context import run_entity_consolidation_batch
 from ..helpers.episodic_index import prune_low_importance_entries
 from ..helpers.working_memory import clear_stale_conversations
 from ..importance_scoring import score_entries_with_model
+from ..utils.wording import percent
 from .common import is_stuck, record_outcome, skipped, start_threshold
 from .compaction import compact_conversation_history
 from .consolidation import (
@@ -34,9 +35,7 @@ from .consolidation import (
 )
 from .escalation import what_is_too_large
 from .extraction import ExtractionBeforeSummary, not_run
-
-# Items of a list that the record of the last sleep keeps.
-MAX_LISTED = 20
+from .record import record_dream_tick
 
 
 @defer.inlineCallbacks
@@ -85,22 +84,8 @@ def run_sleep_tick(script, character):
     for name, off, step in steps:
         results[name] = skipped(off) if off else (yield run_step(script, name, step))
     results.update((yield compact_if_due(script, character, config)))
-    script.db.last_sleep = {"at": timezone.now().isoformat(), "steps": brief(results)}
+    record_dream_tick(script, results)
     return results
-
-
-def brief(results):
-    """Return the plain part of each step's result, long lists cut: what ``aimemory`` shows."""
-    plain = (str, int, float, bool, type(None))
-    kept = {}
-    for step, result in results.items():
-        kept[step] = {
-            key: value[:MAX_LISTED] if isinstance(value, list) else value
-            for key, value in (result or {}).items()
-            if isinstance(value, plain)
-            or (isinstance(value, list) and all(isinstance(item, plain) for item in value))
-        }
-    return kept
 
 
 @defer.inlineCallbacks
@@ -149,8 +134,9 @@ def compact_if_due(script, character, config):
     record_outcome(script, "sleep", still_over)
     if still_over:
         logger.log_warn(
-            f"AI {script.label}: still over the sleep compaction's threshold ({threshold:.0%}) "
-            f"after compaction ({what_is_too_large(after, threshold, compaction)}); not "
+            f"AI {script.label}: still over the sleep compaction's threshold "
+            f"({percent(threshold)}) after compaction "
+            f"({what_is_too_large(after, threshold, compaction)}); not "
             "retrying until the history changes"
         )
     return {"pre_compaction_extraction": extraction.result, "context_compaction": compaction}

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..audience import audience_groups
 from ..utils.markers import ARCHIVE_MARKER
+from ..utils.wording import plural
 from .common import (
     STALL_SHARE,
     CompactionRefused,
@@ -43,7 +44,8 @@ def archive_marker(character, kind, audience, members, model, now, share):
     earlier, _ = restore_earlier(members, "", share)
     said, _ = restore_statements(character, audience, members, earlier, share)
     text = (
-        f"{ARCHIVE_MARKER} {len(members)} earlier messages were archived without a summary "
+        f"{ARCHIVE_MARKER} {plural(len(members), 'earlier message')} "
+        f"{'was' if len(members) == 1 else 'were'} archived without a summary "
         f"to make room; search_history finds them by their words.{said}"
     )
     return compaction_message(

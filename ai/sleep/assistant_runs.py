@@ -28,6 +28,7 @@ from ..audience import message_audience
 from ..prompt_assembly import history_units
 from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
 from ..utils.message_format import is_summary
+from ..utils.wording import plural
 from .common import (
     CompactionRefused,
     compaction_message,
@@ -214,7 +215,7 @@ def _replace_runs(script, character, kind, runs, summaries, before, repairs):
         "summary_ids": [message["id"] for message in stored],
         **repairs,
     }
-    written = describe_report(f"{len(stored)} run summaries", result)
+    written = describe_report(plural(len(stored), "run summary", "run summaries"), result)
     return finish(script, character, record, before, result, written)
 
 

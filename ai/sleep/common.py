@@ -13,6 +13,7 @@ from ..models import CompactionRecord
 from ..prompt_assembly import unit_start
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens
+from ..utils.wording import percent, percent_against, plural
 from .notify import announce_compaction
 
 PRESERVE_TOKEN_SHARE = 0.2
@@ -123,10 +124,11 @@ def kind_threshold(config, kind):
 
 def within_preserve_window(before, config):
     """Return the result of a compaction that found every message in the preserve window."""
+    kept = config["compact_preserve_window"]
     return skipped(
         "history within preserve window",
         token_usage=before.usage,
-        hint=f"the last {config['compact_preserve_window']} messages are kept; lower "
+        hint=f"the last {plural(kept, 'message')} {'is' if kept == 1 else 'are'} kept; lower "
         "compact_preserve_window to compact more",
     )
 
@@ -195,7 +197,7 @@ def finish(script, character, record, before, result, written):
     reduction = (1 - after.history_tokens / before.history_tokens) * 100
     compacted = result["compacted_messages"]
     logger.log_info(
-        f"AI {script.label}: Context compaction: {compacted} messages → {written}, "
+        f"AI {script.label}: Context compaction: {plural(compacted, 'message')} → {written}, "
         f"{before.history_tokens}→{after.history_tokens} tokens ({reduction:.0f}% reduction)"
     )
     result = {
@@ -282,7 +284,8 @@ def stalled(script, kind, removed, history_tokens):
         return None
     error = (
         f"stalled: it would remove {removed} of the history's {history_tokens} tokens "
-        f"({removed / history_tokens:.1%}, under {STALL_SHARE:.0%})"
+        f"({percent_against(removed / history_tokens, STALL_SHARE)}, under "
+        f"{percent(STALL_SHARE)})"
     )
     logger.log_warn(f"AI {script.label}: {kind} compaction refused: {error}")
     record_outcome(script, kind, True)

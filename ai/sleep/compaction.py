@@ -38,6 +38,8 @@ from ..utils.markers import (
     SUMMARY_PREAMBLE,
     SYNTHESIS_MARKER,
 )
+from ..utils.message_format import summary_depth
+from ..utils.wording import percent, percent_against
 from .assistant_runs import compact_assistant_runs
 from .common import (
     CompactionRefused,
@@ -63,7 +65,8 @@ from .masking import mask_tool_outputs
 from .quality_gate import describe_report, empty_report, gate_summary
 from .summarizing import CALL_FAILED, EMPTY_SUMMARY, describe_mechanically, summarize
 
-# From this many successive compactions on, summaries of summaries lose accuracy (said once).
+# From this depth on (successive_compactions: how deeply summaries nest), summaries of
+# summaries lose accuracy (said once).
 ACCURACY_WARNING_AT = 3
 REFUSED_BY_GATE = (
     "the quality gate kept no line of the summary ({examples_dropped} copied examples, "
@@ -105,7 +108,8 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
     threshold = start_threshold(config)
     if before.usage < threshold and not force:
         return skipped(
-            f"below threshold ({before.usage:.1%} < {threshold:.0%})", token_usage=before.usage
+            f"below threshold ({percent_against(before.usage, threshold)} < {percent(threshold)})",
+            token_usage=before.usage,
         )
     if kind != "manual" and is_stuck(script, kind):
         return skipped(f"the last {kind} compaction did not help; history unchanged")
@@ -277,8 +281,8 @@ def _replace(script, character, plan, summaries, before, gate):
         )
     if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction
         logger.log_warn(
-            f"AI {script.label}: {successive} successive compactions; summaries of summaries "
-            "lose accuracy: check the journal's synthesis entries"
+            f"AI {script.label}: this summary is {summary_depth(successive)}; summaries of "
+            "summaries lose accuracy: check the journal's synthesis entries"
         )
     result = {
         "compacted_messages": len(to_compact),

@@ -11,7 +11,7 @@ from twisted.internet import defer
 
 from ..helpers.memory_links import count_unconsolidated, entries_to_consolidate
 from ..models import MemoryLink
-from ..prompt_contexts import CONTEXT_SLEEP_CONSOLIDATE
+from ..prompt_contexts import CONTEXT_SLEEP_CONSOLIDATE, get_context_config
 from ..semantic_memory import WORKER, delete_memories, missing_memories, remember
 from ..tool_execution import run_react_loop
 
@@ -98,12 +98,17 @@ def review_new_memories(script, character, results):
     groups = {}
     for link in links:
         groups.setdefault(tuple(link.audience or ()), []).append(link.text)
+    # The review owns its limit, the context type's max_iterations (10 unless overridden),
+    # as extraction does: execution_config's per-tick cap (5) governs conversation.
+    context = get_context_config(CONTEXT_SLEEP_CONSOLIDATE, script)
     iterations, tools_called = 0, []
     for audience, texts in sorted(groups.items()):
         loop = yield run_react_loop(
             script,
             character,
             CONTEXT_SLEEP_CONSOLIDATE,
+            iteration_limit=context.max_iterations,
+            context_config=context,
             audience=list(audience) or None,
             memories=texts[:MAX_REVIEWED],
         )

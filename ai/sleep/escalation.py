@@ -34,6 +34,7 @@ from ..utils.markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
 from ..utils.message_format import is_summary
 from ..utils.token_counter import count_message_tokens
 from ..utils.value_checks import ConfigError
+from ..utils.wording import percent, plural
 from .archiving import archive_oldest
 from .common import PRESERVE_ROOM_SHARE, kind_threshold, old_messages
 from .masking import mask_tool_outputs
@@ -93,7 +94,7 @@ def check_window_fits_frame(script, max_tokens):
     raise ConfigError(
         f"max_context_tokens={max_tokens} refused: the prompt without any history is "
         f"already {describe_frame(usage)}, and history needs {room_history_needs(model)} "
-        f"beside it under the {threshold:.0%} emergency threshold (a summary worth making and "
+        f"beside it under the {percent(threshold)} emergency threshold (a summary worth making and "
         f"the newest messages); use at least {least:,}"
     )
 
@@ -239,7 +240,7 @@ def what_is_too_large(usage, threshold, compaction):
         failed = compaction.get("error") or compaction.get("reason")
         cause = f"nothing was compacted: {failed}"
     else:
-        cause = f"{usage.message_count} messages are left"
+        cause = f"{plural(usage.message_count, 'message')} left"
     if usage.frame_tokens >= usage.max_tokens * threshold:
         return (
             f"{cause}; the prompt without history alone is {describe_frame(usage)} of "
@@ -247,5 +248,5 @@ def what_is_too_large(usage, threshold, compaction):
         )
     return (
         f"{cause}; the prompt is {describe_frame(usage)} and the history kept "
-        f"{usage.history_tokens} tokens in {usage.message_count} messages"
+        f"{usage.history_tokens} tokens in {plural(usage.message_count, 'message')}"
     )

@@ -4,22 +4,25 @@ from evennia.utils import logger
 
 from ..log_channel import post_to_log_channel
 from ..utils.columns import fitted
+from ..utils.message_format import summary_depth
+from ..utils.wording import plural
 
 
 def announce_compaction(script, character, result):
     """Report a finished compaction on the log channel, and to the room if configured."""
+    count = result["compacted_messages"]
     if result["strategy"] == "masking":
-        done, in_a_row = f"{result['compacted_messages']} old tool outputs masked", ""
+        done, depth = f"{plural(count, 'old tool output')} masked", ""
     elif result["strategy"] == "archive":
-        done = f"{result['compacted_messages']} oldest messages archived whole (search_history)"
-        in_a_row = ""
+        done = f"{plural(count, 'oldest message')} archived whole (search_history)"
+        depth = ""
     else:
-        done = f"{result['compacted_messages']} messages into a summary"
-        in_a_row = f", compaction #{result['successive_compactions']} in a row"
+        done = f"{plural(count, 'message')} into a summary"
+        depth = f"; it is {summary_depth(result['successive_compactions'])}"
     text = (
         f"{character.key} compacted its context ({result['kind']}): {done}, "
         f"{result['original_tokens']}→{result['new_tokens']} tokens "
-        f"({result['reduction_pct']:.0f}% less){in_a_row}"
+        f"({result['reduction_pct']:.0f}% less){depth}"
     )
     post_to_log_channel(script, text)
     if script.get_config("compact_notify_room") and character.location:

@@ -19,6 +19,7 @@ from ..llm_interaction import (
 from ..prompt_assembly import history_units
 from ..utils.markers import SUMMARY_MARKER
 from ..utils.token_counter import count_message_tokens, count_tokens, stored_tokens
+from ..utils.wording import plural
 
 # Room the summary call needs beside the transcript and its instructions: the answer
 # (about two tokens a word, to be safe), the transcript's header and message framing.
@@ -174,4 +175,4 @@ def describe_mechanically(messages):
         {call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()}
     )
     used = f"; tools used: {', '.join(tools)}" if tools else ""
-    return f"({len(messages)} messages in which the summary found nothing to keep{used}.)"
+    return f"({plural(len(messages), 'message')} in which the summary found nothing to keep{used}.)"

@@ -14,6 +14,7 @@ from ..history import HistoryChanged
 from ..log_channel import post_to_log_channel
 from ..models import CompactionRecord, ConversationMessage, JournalEntry
 from ..utils.message_format import is_summary
+from ..utils.wording import percent, percent_against, plural
 
 
 class UndoRefused(Exception):
@@ -87,8 +88,9 @@ def undo_last_compaction(script, character, force=False, by=None):
     if usage >= threshold and not force:
         raise UndoRefused(
             f"undoing compaction #{record.id} would bring the context to {tokens:,} of "
-            f"{max_tokens:,} tokens ({usage:.1%}), at or over compact_emergency_threshold "
-            f"{threshold:.0%}: the next awake tick would compact again",
+            f"{max_tokens:,} tokens ({percent_against(usage, threshold)}), at or over "
+            f"compact_emergency_threshold {percent(threshold)}: the next awake tick would "
+            "compact again",
             forceable=True,
         )
     summaries = list(
@@ -100,10 +102,13 @@ def undo_last_compaction(script, character, force=False, by=None):
             deleted, archived = _drop_syntheses(character, summaries)
     except HistoryChanged as err:
         raise UndoRefused(str(err)) from err
+    # The last compaction is now the one before it, if any is still in effect.
+    previous = last_compaction(script)
+    script.db.last_compaction = previous.created_at.isoformat() if previous else None
     post_to_log_channel(
         script,
         f"{by or 'Someone'} undid {character.key}'s {record.kind} compaction #{record.id}: "
-        f"{restored} messages restored, context at {usage:.0%}",
+        f"{plural(restored, 'message')} restored, context at {usage:.0%}",
     )
     return {
         "record": record,

@@ -4,12 +4,12 @@ every command."""
 from evennia.utils.utils import display_len
 
 from ai.commands import AssistantCmdSet, CmdAiConfig, CmdAiConfirm, CmdAiMode, CmdTalk
-from ai.config import SCRIPT_CONFIG
+from ai.config import SCRIPT_CONFIG, ConfigError
 from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
-from .support import AssistantCommandTestCase, ScriptedLLM, wait_for
+from .support import AssistantCommandTestCase, ScriptedLLM, make_assistant, wait_for
 
 
 class TestTalk(AssistantCommandTestCase):
@@ -42,6 +42,40 @@ class TestTalk(AssistantCommandTestCase):
         self.assertEqual(self.script.db.pending_events or [], [])
 
 
+class TestWhichAssistant(AssistantCommandTestCase):
+    def setUp(self):
+        super().setUp()
+        self.sage = make_assistant("Sage", self.room1)
+
+    def test_builders_are_told_the_assistants_here_and_how_to_pick_one(self):
+        self.assertEqual(
+            words(self.call(CmdAiMode(), "")),
+            f"Which assistant? Helper ({self.assistant.dbref}) and Sage ({self.sage.dbref}) are "
+            "here: name one exactly, or give its #dbref.",
+        )
+        self.call(CmdAiMode(), self.sage.dbref, "Sage is awake.")
+        self.assertEqual(
+            words(self.call(CmdAiMode(), "Nobody")),
+            f"No assistant is called 'Nobody'; here: Helper ({self.assistant.dbref}) and Sage "
+            f"({self.sage.dbref}): name one exactly, or give its #dbref.",
+        )
+
+    def test_a_name_that_several_match_lists_them_and_where_they_are(self):
+        other = make_assistant("Helper", self.room2)
+        shown = words(self.call(CmdAiMode(), "Helper"))
+        self.assertTrue(shown.startswith("Which assistant? 'Helper' could be "), shown)
+        self.assertIn(f"Helper ({self.assistant.dbref})", shown)
+        self.assertIn(f"Helper ({other.dbref}, in Room2)", shown)
+        self.assertTrue(shown.endswith(": name one exactly, or give its #dbref."), shown)
+        self.call(CmdAiMode(), other.dbref, "Helper is awake.")
+
+    def test_players_are_told_names_alone(self):
+        shown = words(self.call(CmdTalk(), "hello", caller=self.char2))
+        self.assertEqual(shown, "Which assistant? Helper and Sage are here: name one exactly.")
+        self.assertNotIn("#", shown)
+        self.call(CmdTalk(), "Sage = hello", 'You say to Sage, "hello"', caller=self.char2)
+
+
 class TestAiMode(AssistantCommandTestCase):
     def test_builders_switch_modes(self):
         self.call(CmdAiMode(), "Helper", "Helper is awake.")
@@ -51,6 +85,21 @@ class TestAiMode(AssistantCommandTestCase):
         self.assertEqual(self.script.db.operating_mode, "sleep")
         self.call(CmdAiMode(), "Helper = awake", "Helper wakes up.|Helper is awake.")
         self.call(CmdAiMode(), "Helper = dance", "Unknown mode 'dance'")
+
+    def test_the_sleep_and_wake_emotes_follow_their_attributes(self):
+        self.script.set_config("sleep_emote", "{name} curls up by the fire.")
+        self.script.set_config("wake_emote", None)
+        self.call(
+            CmdAiMode(), "Helper = sleep", "Helper curls up by the fire.|Helper is asleep (dozing)."
+        )
+        self.call(CmdAiMode(), "Helper = awake", "Helper is awake.")
+        self.script.set_config("sleep_emote", None)
+        self.call(CmdAiMode(), "Helper = sleep", "Helper is asleep (dozing).")
+        for value, refused in (("{nme} naps.", "not {nme}"), (5, "=5 refused"), ("", "text")):
+            with self.subTest(value=value), self.assertRaises(ConfigError) as raised:
+                self.script.set_config("wake_emote", value)
+            self.assertIn("wake_emote", str(raised.exception))
+            self.assertIn(refused, str(raised.exception))
 
     def test_a_switch_is_refused_and_the_mode_stays(self):
         self.assertEqual(

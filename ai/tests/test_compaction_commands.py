@@ -7,6 +7,7 @@ from twisted.internet import reactor, task
 
 from ai.commands import CmdAiCompact, CmdAiHistory
 from ai.helpers.journal import add_entry, journal_entries
+from ai.log_channel import log_channel
 from ai.models import CompactionRecord
 from ai.sleep.compaction import compact_conversation_history
 from ai.utils.message_format import summary_text
@@ -143,7 +144,7 @@ class TestAiHistory(CompactionCommandTestCase):
         self.assertRegex(
             output,
             rf"\n {result['summary_id']} +system +{result['summary_tokens']} +\[CONTEXT SUMMARY\] "
-            rf"{result['compacted_messages']} msgs, manual, successive #1",
+            rf"{result['compacted_messages']} msgs, manual, depth 1",
         )
         self.assertIn(f"Last compaction: {self.script.db.last_compaction[:10]}", words(output))
         self.assertNotIn("Warning", output)
@@ -157,7 +158,7 @@ class TestAiHistory(CompactionCommandTestCase):
         output = self.call(CmdAiHistory(), "Helper")
         shown = words(output)
         self.assertIn(
-            f"Summary {result['summary_id']} (manual, compaction #1 in a row, "
+            f"Summary {result['summary_id']} (manual, a summary of messages (depth 1), "
             f"{metadata['compacted_at'][:10]} ",
             shown,
         )
@@ -173,14 +174,36 @@ class TestAiHistory(CompactionCommandTestCase):
         synthesis = journal_entries(self.assistant)[-1]
         self.assertIn(f"Synthesis entries in the journal: {synthesis['id']} (", shown)
 
+    def test_a_summary_tells_its_depth_not_compactions_in_a_row(self):
+        self.tell_facts()
+        self.make_compactable()
+        first = self.compact()
+        self.tell_facts(FACTS[:2])
+        with patch.object(type(log_channel()), "msg") as channel_msg:
+            second = self.compact()  # folds the first summary in: a summary of a summary
+        self.assertRegex(
+            words(channel_msg.call_args.args[0]),
+            r"^Helper compacted its context \(manual\): 5 messages into a summary, .*; it is a "
+            r"summary of a summary \(depth 2\)$",
+        )
+        output = " ".join(self.call(CmdAiHistory(), "Helper").split())
+        self.assertIn(
+            f"Summary {second['summary_id']} (manual, a summary of a summary (depth 2), ", output
+        )
+        self.assertIn(
+            f"[CONTEXT SUMMARY] {second['compacted_messages']} msgs, manual, depth 2", output
+        )
+        self.assertNotIn("in a row", output)
+        self.assertEqual(first["successive_compactions"], 1)
+
     def test_warns_from_the_third_successive_compaction(self):
         self.script.append_message(summary(2))
         self.assertNotIn("Warning", self.call(CmdAiHistory(), "Helper"))
         stored = self.script.append_message(summary(3))
         output = self.call(CmdAiHistory(), "Helper")
         self.assertIn(
-            f"Warning: summary {stored['id']} is compaction #3 in a row; accuracy degrades "
-            "after several successive compactions.",
+            f"Warning: summary {stored['id']} is a summary of a summary of a summary (depth "
+            "3); accuracy degrades with each summary of a summary.",
             words(output),
         )
 
@@ -377,7 +400,8 @@ class TestAiCompact(CompactionCommandTestCase):
         self.make_compactable()
         report = self.run_compact()
         self.assertIn(
-            "This is compaction #3 in a row: check the synthesis entries (aihistory/journal).",
+            "Its summary is a summary of a summary of a summary (depth 3): check the "
+            "synthesis entries (aihistory/journal).",
             words(report),
         )
 

@@ -527,7 +527,7 @@ class TestBeyondTheSeeds(CompactionTestCase):
         with patch("ai.sleep.compaction.logger.log_warn") as log_warn:
             third = self.compact()
         self.assertEqual(third["successive_compactions"], 3)
-        self.assertIn("3 successive compactions", log_warn.call_args.args[0])
+        self.assertIn("a summary of a summary of a summary (depth 3)", log_warn.call_args.args[0])
 
     def test_a_summary_that_is_not_smaller_is_refused(self):
         fill(self.script)
@@ -704,7 +704,7 @@ class TestLogs(CompactionTestCase):
         self.assertTrue(lines)
         for line in lines:
             self.assertTrue(line.startswith(label), line)
-        warnings = [line for line in lines if "successive compactions" in line]
+        warnings = [line for line in lines if "summaries of summaries lose accuracy" in line]
         self.assertEqual(len(warnings), 1)
 
     def test_still_over_after_an_emergency_names_the_prompt_frame_when_it_is_the_cause(self):

@@ -463,7 +463,7 @@ class TestDreamingTick(MemoryTestCase):
             ],
         )
         self.assertEqual(result["memory_consolidation"]["memories_added"], 1)
-        self.assertEqual(self.script.db.last_sleep["steps"]["memory_consolidation"]["remaining"], 0)
+        self.assertEqual(self.script.db.last_sleep["steps"]["memory_consolidation"]["memories"], 1)
 
     def test_a_failing_step_is_reported_and_the_next_steps_still_run(self):
         self.journal("The mill opens at dawn.")
@@ -485,6 +485,21 @@ class TestDreamingTick(MemoryTestCase):
         self.assertTrue(result["memory_consolidation"]["skipped"])
         self.assertTrue(result["orphaned_link_cleanup"]["skipped"])
         self.assertFalse(JournalEntry.objects.get().consolidated)
+
+    def test_the_review_owns_its_ten_iterations_beyond_the_per_tick_cap(self):
+        self.journal("The mill opens at dawn.")
+        self.assertEqual(self.script.get_config("execution_config")["max_iterations_per_tick"], 5)
+        review = [("review_journal", {})]
+        with ScriptedLLM(*[review] * 12) as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = self.sleep_tick()
+        self.assertEqual(result["sleep_consolidate"]["iterations"], 10)
+        self.assertEqual(len(llm.calls), 10)
+        self.script.set_config("context_overrides", {"sleep_consolidate": {"max_iterations": 3}})
+        self.journal("The well runs dry in summer.")
+        with ScriptedLLM(*[review] * 12) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.assertEqual(self.sleep_tick()["sleep_consolidate"]["iterations"], 3)
 
     def test_the_model_reviews_new_memories_once_per_audience(self):
         self.journal("The mill opens at dawn.")

@@ -4,7 +4,9 @@ its overview, /search, /show and /profiles, private items marked, errors, 78 col
 import re
 
 from django.test import override_settings
+from evennia.objects.objects import DefaultCharacter
 from evennia.utils.ansi import strip_ansi
+from evennia.utils.create import create_object
 
 from ai.commands import AssistantCmdSet, CmdAiMemory
 from ai.helpers.entity_context import add_observation, run_entity_consolidation_batch
@@ -95,14 +97,21 @@ class TestOverview(MemoryCommandTestCase):
         self.assertIn("Entity profiles: 0 (0 observations, 0 superseded).", output)
         self.assertIn("Last sleep: never.", output)
 
-    def test_counts_memories_entries_profiles_and_tells_the_last_sleep(self):
+    def dream(self):
+        """Run one tick of the assistant asleep (it dreams once it has dozed)."""
+        return wait_for(self.script.run_tick())
+
+    def test_counts_memories_entries_profiles_and_tells_what_the_whole_sleep_did(self):
         self.journal(OLD)
-        wait_for(run_sleep_tick(self.script, self.assistant))
+        self.script.fall_asleep("test")
+        self.assertEqual(self.dream()["phase"], "dozing")
+        self.dream()
         self.journal(NEW)
         add_observation(self.assistant, self.char1, "I live in Oakvale.")
         add_observation(self.assistant, self.char1, "I moved to Rivertown.")
         add_observation(self.assistant, self.char2, "I sell bread.")
-        wait_for(run_sleep_tick(self.script, self.assistant))
+        self.dream()
+        self.dream()  # nothing is left to do: the sleep's record still tells what it did
         self.journal("Bob sells bread at dawn.")
         JournalEntry.objects.filter(content=OLD).update(archived=True)
         self.script.set_config("memory_enabled", False)
@@ -119,17 +128,47 @@ class TestOverview(MemoryCommandTestCase):
             shown,
         )
         self.assertIn("Entity profiles: 2 (3 observations, 1 superseded).", shown)
-        at = self.script.db.last_sleep["at"]
-        self.assertIn(f"Last sleep: {at[:10]} {at[11:19]}:", output)
+        record = self.script.db.last_sleep
+        began, at = record["began"], record["at"]
         self.assertIn(
-            "memory_consolidation: consolidated entry ids 1, memories added 1, superseded 1, "
-            "remaining 0",
+            f"Last sleep: began {began[:10]} {began[11:19]}, 3 dreaming ticks, the last at "
+            f"{at[:10]} {at[11:19]}; asleep now. What it did:",
             shown,
         )
-        self.assertIn("entity_consolidation: consolidated 3, superseded 1, merged 0", shown)
+        self.assertIn(
+            "memory_consolidation: 2 entries consolidated, 2 memories added, 1 memory "
+            "superseded, 0 entries still waiting",
+            shown,
+        )
+        self.assertIn(
+            "entity_consolidation: 3 observations consolidated into profiles, 1 superseded, "
+            "0 repeats merged",
+            shown,
+        )
         self.assertRegex(output, r"\n    context_compaction: skipped: ")
         steps = re.findall(r"^    (\w+):", output, re.M)
-        self.assertEqual(steps, list(self.script.db.last_sleep["steps"]))
+        self.assertEqual(steps, list(record["steps"]))
+
+    def test_a_new_sleep_starts_a_new_record_and_a_failing_step_is_counted(self):
+        self.journal(OLD)
+        self.script.fall_asleep("test")
+        self.dream(), self.dream()
+        self.script.wake_up("test")
+        self.script.fall_asleep("test")
+        self.dream()
+        broken = {"vector_store": {"provider": "no-such-store"}}
+        self.journal(NEW)
+        with override_settings(AI_MEMORY_CONFIG=broken):
+            self.dream()
+        self.script.wake_up("test")
+        shown = " ".join(self.aimemory("Helper").split())
+        self.assertIn(", 1 dreaming tick, the last at", shown)
+        self.assertNotIn("asleep now", shown)
+        self.assertRegex(
+            shown,
+            r"memory_consolidation: 0 entries consolidated, 0 memories added, 0 memories "
+            r"superseded; failed in 1 tick: .*no-such-store",
+        )
 
 
 class TestSearch(MemoryCommandTestCase):
@@ -152,7 +191,8 @@ class TestSearch(MemoryCommandTestCase):
         output = self.search("locker code")
         link = self.link("Char's locker code is 4471.")
         self.assertRegex(
-            output, rf"\n {link.id} +\d\.\d\d .*\(private to {self.char1.dbref}\) Char's locker"
+            output,
+            rf"\n {link.id} +\d\.\d\d .*\(private to Char \({self.char1.dbref}\)\) Char's locker",
         )
 
     def test_cuts_a_long_memory_to_one_line(self):
@@ -235,12 +275,25 @@ class TestShow(MemoryCommandTestCase):
         output = self.aimemory(f"/show Helper = {new.id}")
         self.assertIn(f"Superseded: no, it holds.\nSupersedes: link {old.id}.", output)
 
+    def test_a_listener_since_deleted_is_said_so_never_a_bare_dbref(self):
+        gone = create_object(DefaultCharacter, key="Passerby", location=self.room1)
+        ref = gone.dbref
+        self.journal("The passerby's locker code is 9182.", audience=[ref])
+        self.consolidate()
+        gone.delete()
+        link = self.link("The passerby's locker code is 9182.")
+        self.assertIn(
+            f"Audience: private to someone since deleted ({ref}).",
+            " ".join(self.aimemory(f"/show Helper = {link.id}").split()),
+        )
+
     def test_marks_a_private_memory_and_a_deleted_entry(self):
         self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
         self.consolidate()
         link = self.link("Char's locker code is 4471.")
         self.assertIn(
-            f"Audience: private to {self.char1.dbref}.", self.aimemory(f"/show Helper = {link.id}")
+            f"Audience: private to Char ({self.char1.dbref}).",
+            self.aimemory(f"/show Helper = {link.id}"),
         )
         JournalEntry.objects.filter(id=link.entry_id).delete()  # a builder withdrew it
         self.assertIn(
@@ -272,7 +325,7 @@ class TestProfiles(MemoryCommandTestCase):
             output,
             rf"Char \({char}\): 2 current, 1 superseded, updated [\d-]+ [\d:]+\n"
             rf"    I moved to Rivertown\.\n"
-            rf"    \(private to {char}\) My vault code is 4417\.\n"
+            rf"    \(private to Char \({char}\)\) My vault code is 4417\.\n"
             rf"        \(superseded {old[:10]} {old[11:19]} by: I moved to Rivertown\.\) "
             r"I live in\s+Oakvale\.",
         )
@@ -296,10 +349,10 @@ class TestProfiles(MemoryCommandTestCase):
 
 class TestErrors(MemoryCommandTestCase):
     def test_each_mistake_is_named_in_one_line(self):
-        self.aimemory("Nobody", "Found 0 assistants matching 'Nobody'; name exactly one.")
         self.aimemory(
-            "/search Nobody = gate", "Found 0 assistants matching 'Nobody'; name exactly one."
+            "Nobody", f"No assistant is called 'Nobody'; here: Helper ({self.assistant.dbref})"
         )
+        self.aimemory("/search Nobody = gate", "No assistant is called 'Nobody'; here: Helper")
         self.aimemory("/search Helper", "Usage: aimemory/search [<assistant>] = <words>")
         self.aimemory("/show Helper =", "Usage: aimemory/show [<assistant>] = <link id>")
         self.aimemory("Helper = gate", "Usage: aimemory [<assistant>]")

@@ -113,6 +113,32 @@ class TestPinCommands(PinUndoTestCase):
         self.said(CmdAiCompact(), f"/unpin Helper = {call['id']}", "Unpinned 2 messages of Helper")
         self.assertEqual(self.script.history.pinned_messages(), [])
 
+    def test_pin_and_unpin_say_what_really_changed(self):
+        first, second = (
+            self.script.append_message({"role": "user", "content": fact}) for fact in FACTS[:2]
+        )
+        one, two = first["id"], second["id"]
+        self.said(CmdAiCompact(), f"/pin Helper = {one}", f"Pinned 1 message of Helper ({one}).")
+        self.said(
+            CmdAiCompact(),
+            f"/pin Helper = {one}",
+            f"Nothing changed: Helper's message {one} was pinned already. Pins hold",
+        )
+        self.said(
+            CmdAiCompact(),
+            f"/pin Helper = {one}, {two}",
+            f"Pinned 1 message of Helper ({two}). Message {one} was pinned already. Pins hold",
+        )
+        self.said(
+            CmdAiCompact(), f"/unpin Helper = {one}", f"Unpinned 1 message of Helper ({one})."
+        )
+        self.said(
+            CmdAiCompact(),
+            f"/unpin Helper = {one}",
+            f"Nothing changed: Helper's message {one} was unpinned already.",
+        )
+        self.assertEqual([m["id"] for m in self.script.history.pinned_messages()], [two])
+
     def test_a_pin_over_the_cap_is_refused_with_the_figures(self):
         store_window(self.script, 1000)
         small = self.script.append_message({"role": "user", "content": FACTS[0]})
@@ -223,6 +249,36 @@ class TestUndoCommand(PinUndoTestCase):
             " ".join(channel_msg.call_args.args[0].split()),
             f"Char undid Helper's manual compaction #{result['compaction_id']}: "
             f"{result['compacted_messages']} messages restored, context at {usage.usage:.0%}",
+        )
+
+    def test_after_an_undo_aihistory_shows_the_compaction_before_and_the_undone_one(self):
+        self.compacted()
+        self.tell_facts(FACTS[:2])
+        first, second = CompactionRecord.objects.get(), self.compact()
+        second = CompactionRecord.objects.get(id=second["compaction_id"])
+
+        def stamp(moment):
+            return moment.isoformat()[:19].replace("T", " ")
+
+        self.assertIn(
+            f"Last compaction: {stamp(second.created_at)}.", self.said(CmdAiHistory(), "Helper")
+        )
+        self.said(
+            CmdAiCompact(), "/undo Helper", f"Helper: undid the manual compaction #{second.id}"
+        )
+        second.refresh_from_db()
+        self.assertIn(
+            f"Last compaction: {stamp(first.created_at)} (#{second.id} of "
+            f"{stamp(second.created_at)} was undone {stamp(second.undone_at)}).",
+            self.said(CmdAiHistory(), "Helper"),
+        )
+        self.said(
+            CmdAiCompact(), "/undo Helper", f"Helper: undid the manual compaction #{first.id}"
+        )
+        first.refresh_from_db()
+        self.assertIn(
+            f"Last compaction: never (#{second.id} of {stamp(second.created_at)} was undone",
+            self.said(CmdAiHistory(), "Helper"),
         )
 
     def test_a_consolidated_synthesis_is_archived_not_deleted(self):
@@ -337,7 +393,8 @@ class TestAiHistoryShowsMaskingAndRecords(PinUndoTestCase):
         self.assertIn(f"aicompact/undo Helper undoes #{masking.id}.", output)
         output = " ".join(output.split())
         self.assertRegex(
-            output, rf" #{masking.id} sleep masking, \S+ \S+: 1 messages, \? → \? tokens; in effect"
+            output,
+            rf" #{masking.id} sleep masking, \S+ \S+: 1 message, \? → \? tokens; in effect",
         )
         self.assertRegex(
             output,

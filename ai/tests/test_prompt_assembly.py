@@ -134,6 +134,30 @@ class TestAssembly(AssistantTestCase):
         reflection = self.assemble("reflection_cont")
         self.assertNotIn("weather", reflection.components)
 
+    def test_a_disabled_component_never_reaches_the_prompt(self):
+        weather = PromptComponent(1001, "weather", "Weather", "Sky", enabled=False)
+        register_component(weather, render=lambda state: "It rains.")
+        self.addCleanup(unregister_component, "weather")
+        static = {component.key: component for component in STATIC_COMPONENTS}
+        for key in ("context_buffer", "conversation_history"):
+            self.addCleanup(setattr, static[key], "enabled", True)
+        static["context_buffer"].enabled = False
+        self.assistant.ndb.context_buffer = ["Char waves."]
+        history = [{"role": "user", "content": 'Char says, "hi"', "token_count": 10}]
+        prompt = self.assemble(history=history)
+        self.assertEqual(
+            list(prompt.components), ["system_prompt", "character_context", "conversation_history"]
+        )
+        self.assertNotIn("It rains.", str(prompt.messages))
+        self.assertNotIn("Char waves.", str(prompt.messages))
+        weather.enabled = True
+        self.assertIn("weather", self.assemble(history=history).components)
+        static["conversation_history"].enabled = False
+        prompt = self.assemble(history=history)
+        self.assertNotIn("conversation_history", prompt.components)
+        self.assertNotIn('Char says, "hi"', str(prompt.messages))
+        self.assertEqual(prompt.history_included, 0)
+
     def test_a_context_override_replaces_the_system_prompt(self):
         prompt = self.assemble("pre_compaction")
         config = get_context_config("pre_compaction", self.script)

@@ -5,9 +5,12 @@ from pathlib import Path
 from unittest import TestCase
 
 from ai.config import AI_SETTINGS, SCRIPT_CONFIG, SMALLEST_WINDOW_AT_DEFAULTS
+from ai.llm_interaction import DEFAULT_COMPACTION_PROMPT, SUMMARY_MAX_WORDS, SUMMARY_REQUEST
+from ai.utils.markers import TRANSCRIPT_END, TRANSCRIPT_HEADER
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CONTEXT_DOC = README.parent / "docs" / "context.md"
+COMPACTION_DOC = README.parent / "docs" / "compaction.md"
 ROW = re.compile(r"^\| `(?P<name>\w+)` \| (?P<default>[^|]+) \|(?P<rest>.*)\|$")
 
 
@@ -57,3 +60,23 @@ class TestReadmeConfiguration(TestCase):
     def test_nothing_undocumented_in_code_is_in_the_table(self):
         known = set(SCRIPT_CONFIG) | set(AI_SETTINGS)
         self.assertEqual(set(self.rows) - known, set())
+
+
+class TestCompactionDoc(TestCase):
+    def setUp(self):
+        if not COMPACTION_DOC.exists():
+            self.skipTest("docs/ are not shipped with an installed package")
+        self.doc = " ".join(COMPACTION_DOC.read_text().split())
+
+    def test_the_summary_call_is_documented_as_the_code_sends_it(self):
+        cap = f"Write at most {SUMMARY_MAX_WORDS} words."
+        self.assertTrue(DEFAULT_COMPACTION_PROMPT.format(max_words=SUMMARY_MAX_WORDS).endswith(cap))
+        self.assertIn(f'DEFAULT_COMPACTION_PROMPT, which ends "{cap}"', self.doc)
+        self.assertIn(f"[user: {TRANSCRIPT_HEADER} <the transcript", self.doc)
+        self.assertIn(f"{TRANSCRIPT_END} SUMMARY_REQUEST]", self.doc)
+        shape = re.search(r'"(- <speaker> said <what they said>\.)"', SUMMARY_REQUEST)[1]
+        self.assertIn(f"shaped `{shape}`", self.doc)
+        self.assertIn(f"at most {SUMMARY_MAX_WORDS} words (`SUMMARY_MAX_WORDS`", self.doc)
+        self.assertIn(
+            "the user message is the transcript alone, with no request after it", self.doc
+        )

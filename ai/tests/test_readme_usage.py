@@ -78,7 +78,7 @@ class TestReadmeUsage(AssistantTestCase):
         for line in self.memory:
             self.play(line)
         heard = strip_ansi("\n".join(map(str, self.char1_heard)))
-        self.assertRegex(heard, r"Last sleep: \d{4}-\d\d-\d\d")
+        self.assertRegex(heard, r"Last sleep: began \d{4}-\d\d-\d\d")
         search = heard[heard.index("Searching") :]
         self.assertIn("40 gold coins", search)
         self.assertEqual(self.script.db.operating_mode, "awake")

@@ -10,6 +10,7 @@ from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same
 from ..helpers.memory_links import describe_memory
 from ..models import JournalEntry
 from ..semantic_memory import recall, remember
+from ..utils.wording import plural
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 
@@ -48,7 +49,7 @@ def store_memory(ctx, content, importance=5):
     row = JournalEntry.objects.get(db_object_id=ctx.character.id, entry_id=entry["id"])
     outcome = yield remember(ctx.character, [row])
     replaced = len(outcome["superseded"])
-    note = f" It replaces {replaced} older fact(s)." if replaced else ""
+    note = f" It replaces {plural(replaced, 'older fact')}." if replaced else ""
     return ToolResult(
         ok=True, content=f"Stored {entry['id']}: {content[:80]}{note}", data={"entry": entry}
     )

@@ -104,6 +104,23 @@ def summary_items(text):
             yield item, item != line.strip()
 
 
+# What a summary of each depth is, in words (deeper ones: "a summary of summaries").
+NESTED_SUMMARIES = {
+    1: "a summary of messages",
+    2: "a summary of a summary",
+    3: "a summary of a summary of a summary",
+}
+
+
+def summary_depth(depth):
+    """Return what a summary's depth (its metadata's ``successive_compactions``) means.
+
+    The count is how deeply summaries nest, not how many compactions ran in a row: a
+    summary of messages has depth 1, and each later summary that folds it in one more.
+    """
+    return f"{NESTED_SUMMARIES.get(depth, 'a summary of summaries')} (depth {depth})"
+
+
 def tool_call_text(call):
     """Return one tool call as ``name(arguments)``, for transcripts and builders."""
     return f"{call['function']['name']}({call['function'].get('arguments') or ''})"
