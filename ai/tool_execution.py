@@ -34,7 +34,7 @@ from .semantic_memory import recall
 from .thinking import ThinkingEmote
 from .tools import ToolContext, execute_tool, get_tool, tools_for
 from .tools.communication import emote, speak, spoken
-from .utils.echo import is_echo, repeats_itself
+from .utils.echo import is_echo, off_topic_repeat, repeats_itself
 from .utils.intentions import only_announces
 from .utils.message_format import SendableMessages
 from .utils.text_tool_calls import looks_like_markup
@@ -58,12 +58,14 @@ class LoopResult:
         unspoken (list): Answers in text alone (no tool call) of a context that does not
             speak, for the caller to use (extraction journals the facts they state); never
             said in the room.
-        withheld (list): Text answers of a speaking context that were not said because
-            they still looked like tool-call markup or code.
+        withheld (list): Answers of a speaking context that were not said because they
+            still looked like tool-call markup or code, echoed the player's line again, or
+            gave a stock reply again (see ``_stuck``).
         echo_retries (int): Answers asked for again because they only repeated the
             player's line (once a turn; a second echo is withheld).
         repeat_retries (int): Answers asked for again because they said what an earlier
-            reply said (once a turn; a second repeat is said).
+            reply said, or gave a recent reply word for word with nothing of the line
+            (once a turn; a second repeat is said, a second stock reply withheld).
         intention_retries (int): Answers asked for again because they only announced a
             tool use without making it ("I will add <thing> to my journal.").
         intentions_withheld (list): Such announcements that were not said (asked again
@@ -126,8 +128,9 @@ INTENTION_NUDGE = (
     NUDGE_FRAME + "Do not say that you will use a tool: use it now, or answer {speaker} "
     "directly in your own words."
 )
-# What the turn's audience sees when an answer only announced a tool use and was not said:
-# an honest sign that no answer came, never recorded (the model would copy it).
+# What the turn's audience sees when an answer only announced a tool use, or gave a stock
+# reply again, and was not said: an honest sign that no answer came, never recorded (the
+# model would copy it).
 NO_ANSWER_EMOTE = "{name} hesitates, and does not answer."
 
 
@@ -301,6 +304,8 @@ def run_react_loop(
             )
         if speaking and answer.ok and _announces_only(answer):
             answer = _withhold_announcement(script, character, answer, audience, result)
+        elif nudge and answer.ok and _stuck(script, _said_in(answer.as_message()), event, history):
+            answer = _withhold_stock_reply(script, character, answer, audience, result)
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -365,7 +370,8 @@ def _nudge(script, answer, event, history, result):
     echoes or repeats, else None.
 
     Asked once a turn: a second announcement or echo is withheld; a second repeat is said
-    (the same question may deserve the same answer). A model that announces while offered
+    (the same question may deserve the same answer) unless it is a stock reply again (see
+    ``_stuck``), which is withheld. A model that announces while offered
     tools natively gets them listed as text from now on, this retry included.
     """
     if result.echo_retries or result.repeat_retries or result.intention_retries:
@@ -380,17 +386,30 @@ def _nudge(script, answer, event, history, result):
     if echoed:
         result.echo_retries += 1
         return echoed.format(speaker=_speaker(event))
+    said = _said_in(answer.as_message())
+    if repeats_itself(said, _recent_replies(history)) or _stuck(script, said, event, history):
+        result.repeat_retries += 1
+        return REPEAT_NUDGE.format(speaker=_speaker(event))
+    return None
+
+
+def _recent_replies(history):
+    """Return what the newest ``RECENT_REPLIES`` replies of ``history`` said, oldest first."""
     earlier = []
-    for message in reversed(history):  # the newest replies only
+    for message in reversed(history):
         said = _said_in(message) if message["role"] == "assistant" else ""
         if said:
             earlier.insert(0, said)
             if len(earlier) == RECENT_REPLIES:
                 break
-    if repeats_itself(_said_in(answer.as_message()), earlier):
-        result.repeat_retries += 1
-        return REPEAT_NUDGE.format(speaker=_speaker(event))
-    return None
+    return earlier
+
+
+def _stuck(script, said, event, history):
+    """Tell whether ``said`` is a recent reply again, word for word, with nothing of the
+    line it answers (see ``off_topic_repeat``)."""
+    names = (script.obj.key, event.get("speaker_name"))
+    return off_topic_repeat(said, _recent_replies(history), event.get("text"), names)
 
 
 def _speaker(event):
@@ -438,6 +457,17 @@ def _withhold_announcement(script, character, answer, audience, result):
     text = _heard(answer).strip()
     logger.log_warn(f"AI {script.label}: withheld an announced tool use never made: {text[:60]}")
     result.intentions_withheld.append(text)
+    if character.location is not None:
+        emote(character, NO_ANSWER_EMOTE.format(name=character.key), audience)
+    return replace(answer, content="", tool_calls=[])
+
+
+def _withhold_stock_reply(script, character, answer, audience, result):
+    """Keep a stock reply given again after ``REPEAT_NUDGE`` from the room; return the
+    answer emptied. Said and recorded, it would teach the model to give it to every line."""
+    text = _said_in(answer.as_message())
+    logger.log_warn(f"AI {script.label}: withheld a stock reply given again: {text[:60]}")
+    result.withheld.append(text)
     if character.location is not None:
         emote(character, NO_ANSWER_EMOTE.format(name=character.key), audience)
     return replace(answer, content="", tool_calls=[])

@@ -124,8 +124,32 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertEqual(result["loop"].repeat_retries, 1)
         self.assertIn("almost the same as a reply you gave", self.llm.calls[1][-1]["content"])
         self.assertEqual(result["reply"], "Fine, Char: Thunder is a grand name!")
-        again = self.tick_on(stock.format("Char"), stock.format("Char"), text="Nice day.")
+        again = self.tick_on(
+            stock.format("Char"), stock.format("Char"), text="Are you doing well today?"
+        )
         self.assertEqual(again["reply"], stock.format("Char"), "a second repeat is said")
+
+    def test_a_short_stock_reply_to_every_line_is_asked_for_again_then_withheld(self):
+        """Qwen2.5-Coder-1.5B answered 19 lines in a row, questions too, with one
+        seven-word line; the same words to a line they share nothing with are no answer."""
+        stock = [("say", {"message": "You can thank Helper for sharing this."})]
+        self.tick_on(stock, text="My grandmother keeps bees in the hills.")
+        result = self.tick_on(stock, "A fine name, Char.", text="My horse is called Thunder.")
+        self.assertEqual(result["loop"].repeat_retries, 1)
+        self.assertEqual(result["reply"], "A fine name, Char.")
+        heard = len(self.heard_text())
+        again = self.tick_on(stock, stock, text="Where did I hide the compass?")
+        self.assertEqual(again["loop"].withheld, ["You can thank Helper for sharing this."])
+        self.assertNotIn("thank Helper", self.heard_text()[heard:])
+        self.assertIn("Helper hesitates, and does not answer.", self.heard_text()[heard:])
+        self.assertEqual(self.script.conversation_history[-1]["role"], "user", "none recorded")
+
+    def test_the_same_short_answer_to_the_same_question_is_said(self):
+        answer = [("say", {"message": "The compass is under the shed."})]
+        self.tick_on(answer, text="Where is the compass hidden?")
+        again = self.tick_on(answer, text="Where is the compass hidden?")
+        self.assertEqual(again["loop"].repeat_retries, 0)
+        self.assertEqual(again["reply"], "The compass is under the shed.")
 
     def test_a_template_said_around_a_new_noun_is_asked_for_again(self):
         template = "What a lovely thing to hear about {}, Char! Tell me more about it."

@@ -8,6 +8,8 @@ same sentence around a new noun each time.
 import re
 from difflib import SequenceMatcher
 
+from .grounding import key_terms
+
 _WORD = re.compile(r"\w+")
 # A line this short ("Hello there!") may well be answered with the same words.
 MIN_WORDS = 4
@@ -76,3 +78,24 @@ def _frame(words, seen):
     matcher = SequenceMatcher(None, words, seen, autojunk=False)
     shared = sum(block.size for block in matcher.get_matching_blocks() if block.size >= 2)
     return 2 * shared / (len(words) + len(seen)) >= SAME_FRAME
+
+
+def off_topic_repeat(reply, earlier, line, names=()):
+    """Tell whether ``reply`` says one of the ``earlier`` replies word for word and shares
+    no telling word with ``line``, the line it answers: the stock reply a stuck model gives
+    to every line whatever it says, however short ("You can thank <name> for sharing
+    this."). The same answer to the same question shares the question's words; ``names``
+    (the assistant's, the speaker's) count for neither.
+    """
+    words = _WORD.findall((reply or "").lower())
+    if len(words) < MIN_WORDS:
+        return False
+    if not any(_WORD.findall((before or "").lower()) == words for before in earlier):
+        return False
+    ignored = {name.lower() for name in names if name}
+    return not (_terms(reply) & _terms(line)) - ignored
+
+
+def _terms(text):
+    exact, telling = key_terms(text or "")
+    return exact | telling
