@@ -274,6 +274,12 @@ class TestSpeakers(FaithfulnessTestCase):
         )
         self.assert_stored(TOLL, strangers_dropped=2)
 
+    def test_a_line_about_stand_ins_for_people_is_dropped(self):
+        """Qwen2.5-Coder-1.5B summarized a whispered exchange as talk between "Player A"
+        and "Player B", who never existed."""
+        self.compact(f"- Player A asked Player B what their plan was.\n- User 2 left.\n{TOLL}")
+        self.assert_stored(TOLL, strangers_dropped=2)
+
 
 class TestActions(FaithfulnessTestCase):
     def test_an_action_no_tool_call_made_is_dropped(self):

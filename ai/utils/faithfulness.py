@@ -64,6 +64,12 @@ _STARTERS = set(
     why how where here yes okay ok please thanks sure nobody another other others every
     someone's""".split()
 )
+# Words that, before a letter or a number, stand for someone unnamed ("Player A", "User 2"):
+# a model that writes them tells of people it made up.
+_STAND_INS = {
+    "player", "user", "person", "speaker", "character", "customer", "guest", "visitor",
+    "traveler", "traveller", "participant", "npc", "stranger",
+}  # fmt: skip
 # Verbs after a sentence's first word that make it a name ("<name> is ...").
 _VERBS = {"is", "was", "has", "had", "will", "can", "did", "does", "owes", "runs", "keeps"}
 _CREDIT_WORDS = set(plain_words(_SPEECH_VERBS.replace("|", " "))) | {"that", "you", "your"}
@@ -273,12 +279,18 @@ def _strangers(sentence, transcript):
 
     A capitalized word inside a sentence is a name; one that opens it ("Talk.", "Keep
     calm") only when what follows makes it one: a possessive, a colon, "and", or a verb
-    ("<name> runs ...", "<name> asked ...").
+    ("<name> runs ...", "<name> asked ..."). A stand-in ("Player A", "user 2") is a name
+    unless a participant bears it.
     """
     tokens = re.findall(r"[\w']+|[^\w\s]", sentence)
     strangers = []
     for index, token in enumerate(tokens):
         word = token.lower().removesuffix("'s")
+        label = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if word in _STAND_INS and (len(label) == 1 and label.isupper() or label.isdigit()):
+            if f"{word} {label.lower()}" not in transcript.names:
+                strangers.append(f"{token} {label}")
+            continue
         if not (token[0].isupper() and not token.isupper()) or word in _STARTERS:
             continue
         if word in transcript.words:
