@@ -242,6 +242,23 @@ class TestSpeakersOfAnEarlierSummary(FaithfulnessTestCase):
         )
 
 
+class TestSpeakerOfAnAnswer(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char2 says, "The password for the cellar is quince."'},
+        {"role": "user", "content": 'Char says, "What is the password for the cellar?"'},
+        {"role": "assistant", "content": "The password for the cellar is quince."},
+    ]
+
+    def test_an_answer_credited_to_the_player_who_asked_goes_to_the_one_who_told_it(self):
+        """Default seed 18: "<asker> said 'The password for the <place> is <value>.'", the
+        words of the assistant's answer to the asker's question."""
+        self.compact(f"- Char said the password for the cellar is quince.\n{TOLL}")
+        stored = self.stored_summary()
+        self.assertIn("- Char2 said the password for the cellar is quince.", stored)
+        self.assertNotIn("- Char said the password", stored)
+        self.assertEqual(self.result["speakers_corrected"], 1)
+
+
 class TestSpeakers(FaithfulnessTestCase):
     def test_words_credited_to_the_wrong_player_go_back_to_the_one_who_said_them(self):
         self.compact(

@@ -346,7 +346,10 @@ def _speaker_of(sentence, credited, transcript):
         return len(words & transcript.said.get(speaker, set())) / len(words)
 
     if share(credited) >= OWN_WORDS_SHARE:
-        return credited
+        # An asker holds most words of the answer ("What is the password for the <place>?"):
+        # the value goes to the one other player who said every word of it.
+        whole = [s for s in transcript.said if s not in (credited, "you") and share(s) == 1]
+        return whole[0] if share(credited) < 1 and len(whole) == 1 else credited
     ranked = sorted(transcript.said, key=share, reverse=True)
     best = [s for s in ranked if share(s) >= OWN_WORDS_SHARE and share(s) > share(credited)]
     if best and (len(best) == 1 or share(best[0]) > share(best[1])):
