@@ -134,9 +134,11 @@ class TestEchoGuard(SpeakingTestCase):
         seven-word line; the same words to a line they share nothing with are no answer."""
         stock = [("say", {"message": "You can thank Helper for sharing this."})]
         self.tick_on(stock, text="My grandmother keeps bees in the hills.")
-        result = self.tick_on(stock, "A fine name, Char.", text="My horse is called Thunder.")
+        said = self.tick_on(stock, text="My horse is called Thunder.")
+        self.assertEqual(said["loop"].repeat_retries, 0, "the same acknowledgement may do")
+        result = self.tick_on(stock, "Thunder, Char.", text="What is my horse called?")
         self.assertEqual(result["loop"].repeat_retries, 1)
-        self.assertEqual(result["reply"], "A fine name, Char.")
+        self.assertEqual(result["reply"], "Thunder, Char.")
         heard = len(self.heard_text())
         again = self.tick_on(stock, stock, text="Where did I hide the compass?")
         self.assertEqual(again["loop"].withheld, ["You can thank Helper for sharing this."])

@@ -82,13 +82,14 @@ def _frame(words, seen):
 
 def off_topic_repeat(reply, earlier, line, names=()):
     """Tell whether ``reply`` says one of the ``earlier`` replies word for word and shares
-    no telling word with ``line``, the line it answers: the stock reply a stuck model gives
-    to every line whatever it says, however short ("You can thank <name> for sharing
+    no telling word with ``line``, the question it answers: the stock reply a stuck model
+    gives to every line, questions too, however short ("You can thank <name> for sharing
     this."). The same answer to the same question shares the question's words; ``names``
-    (the assistant's, the speaker's) count for neither.
+    (the assistant's, the speaker's) count for neither. A statement may get the same
+    acknowledgement each time ("Understood, <name>. I'll remember that.").
     """
     words = _WORD.findall((reply or "").lower())
-    if len(words) < MIN_WORDS:
+    if len(words) < MIN_WORDS or "?" not in (line or ""):
         return False
     if not any(_WORD.findall((before or "").lower()) == words for before in earlier):
         return False
