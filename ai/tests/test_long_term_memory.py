@@ -283,6 +283,7 @@ class TestPrivateMemories(MemoryTestCase):
     def test_storing_a_fact_aloud_never_tells_that_a_whispered_one_exists(self):
         self.journal("Char's vault code is 4417.", audience=[self.char1.dbref])
         self.consolidate()
+        self.journal("Char said aloud that the vault code is now 1111.")
         stored = self.run_tool("store_memory", CODE_NOW_1111)
         self.assertTrue(stored.ok, stored.content)
         self.assertNotIn("replaces", stored.content)
@@ -418,9 +419,23 @@ class TestRecallInThePrompt(MemoryTestCase):
 
 
 class TestMemoryTools(MemoryTestCase):
+    def test_a_memory_the_journal_does_not_tell_is_refused_with_why(self):
+        self.journal("Char said the tailor charges 9 copper for a cloak.")
+        self.journal("Char's locker code is 4471.", audience=[self.char1.dbref])
+        invented = self.run_tool("store_memory", '{"content": "The tailor charges 100 copper."}')
+        self.assertFalse(invented.ok)
+        self.assertIn("your journal never mentions 100", invented.content)
+        private = self.run_tool("store_memory", '{"content": "Char\'s locker code is 4471."}')
+        self.assertFalse(private.ok, "a whisper grounds nothing said aloud")
+        self.assertEqual(JournalEntry.objects.filter(source_type="memory").count(), 0)
+        told = self.run_tool("store_memory", '{"content": "The tailor charges 9 copper."}')
+        self.assertTrue(told.ok, told.content)
+
     def test_store_then_recall_and_a_change_reported(self):
+        self.journal("Char said the ferry leaves at noon.")
         stored = self.run_tool("store_memory", '{"content": "The ferry leaves at noon."}')
         self.assertTrue(stored.ok, stored.content)
+        self.journal("Char said the ferry now leaves at dusk.")
         changed = self.run_tool("store_memory", '{"content": "The ferry now leaves at dusk."}')
         self.assertIn("replaces 1 older fact", changed.content)
         recalled = self.run_tool("recall_memories", '{"query": "When does the ferry leave?"}')

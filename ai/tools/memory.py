@@ -6,13 +6,20 @@ they read is only what the turn's audience may hear; what they store is kept for
 
 from twisted.internet import defer
 
-from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same, recent_entries
 from ..helpers.memory_links import describe_memory
 from ..models import JournalEntry
 from ..semantic_memory import recall, remember
+from ..utils.facts import plain_words
+from ..utils.grounding import unfounded
 from ..utils.wording import plural
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
+
+# The journal entries a stored memory must be told by: what the assistant remembers comes
+# from its journal (Qwen2.5-Coder-1.5B stored "The tailor charges $100 for a cloak." from
+# a question, the journal saying 9 copper).
+GROUNDING_ENTRIES = 200
 
 
 @defer.inlineCallbacks
@@ -29,12 +36,20 @@ def recall_memories(ctx, query, limit=5):
 
 @defer.inlineCallbacks
 def store_memory(ctx, content, importance=5):
-    """Keep one fact in long-term memory now (journaled, then consolidated at once)."""
+    """Keep one fact in long-term memory now (journaled, then consolidated at once): a fact
+    the journal entries its audience may hear tell."""
     if not ctx.script.get_config("memory_enabled"):
         return ToolResult(ok=False, content="Long-term memory is off for this assistant.")
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         return ToolResult(ok=True, content=f"Already remembered as {same['id']}.")
+    journaled = set()
+    for known in recent_entries(ctx.character, ctx.audience, GROUNDING_ENTRIES):
+        journaled.update(plain_words(known["content"]))
+    why = unfounded(content, journaled)
+    if why:
+        why = why.replace("the conversation", "your journal")
+        return ToolResult(ok=False, content=f"Not stored: {why}.")
     try:
         entry = add_entry(
             ctx.character,
