@@ -146,6 +146,12 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertIn("Helper hesitates, and does not answer.", self.heard_text()[heard:])
         self.assertEqual(self.script.conversation_history[-1]["role"], "user", "none recorded")
 
+    def test_not_knowing_may_be_said_to_every_question(self):
+        unknown = "I don't know that yet, Char. Tell me and I will remember it."
+        self.tick_on(unknown, text="Where did I hide the compass?")
+        again = self.tick_on(unknown, unknown, text="What is my horse called?")
+        self.assertEqual((again["reply"], again["loop"].withheld), (unknown, []))
+
     def test_the_same_short_answer_to_the_same_question_is_said(self):
         answer = [("say", {"message": "The compass is under the shed."})]
         self.tick_on(answer, text="Where is the compass hidden?")

@@ -80,16 +80,25 @@ def _frame(words, seen):
     return 2 * shared / (len(words) + len(seen)) >= SAME_FRAME
 
 
+# A reply saying it does not know: honest to any question, however often it is said.
+_NOT_KNOWING = re.compile(
+    r"\b(?:don't|do not|doesn't|does not|didn't|did not)\s+(?:yet\s+)?know\b|\bnot sure\b|"
+    r"\bno idea\b|\b(?:can't|cannot) say\b|\b(?:haven't|have not) (?:been told|heard)\b",
+    re.IGNORECASE,
+)
+
+
 def off_topic_repeat(reply, earlier, line, names=()):
     """Tell whether ``reply`` says one of the ``earlier`` replies word for word and shares
     no telling word with ``line``, the question it answers: the stock reply a stuck model
     gives to every line, questions too, however short ("You can thank <name> for sharing
     this."). The same answer to the same question shares the question's words; ``names``
     (the assistant's, the speaker's) count for neither. A statement may get the same
-    acknowledgement each time ("Understood, <name>. I'll remember that.").
+    acknowledgement each time ("Understood, <name>. I'll remember that."), and any question
+    the same "I don't know that yet".
     """
     words = _WORD.findall((reply or "").lower())
-    if len(words) < MIN_WORDS or "?" not in (line or ""):
+    if len(words) < MIN_WORDS or "?" not in (line or "") or _NOT_KNOWING.search(reply or ""):
         return False
     if not any(_WORD.findall((before or "").lower()) == words for before in earlier):
         return False
