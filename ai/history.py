@@ -110,7 +110,7 @@ def _add_tool_fields(message, tool_calls, tool_call_id):
 
 
 def _row_fields(message):
-    """Return the columns of a message's own fields, for a row made through the ORM."""
+    """Return the columns of a message's own fields (not its place, count or links)."""
     return {
         "role": message["role"],
         "content": message.get("content"),
@@ -238,12 +238,7 @@ class ConversationHistory:
             position, revision = claimed
             values = {
                 "position": position,
-                "role": message["role"],
-                "content": message.get("content"),
-                "name": message.get("name"),
-                "tool_calls": message.get("tool_calls") or None,
-                "tool_call_id": message.get("tool_call_id"),
-                "metadata": message.get("metadata") or {},
+                **_row_fields(message),
                 "token_count": tokens,
                 "pinned": bool(message.get("pinned")),
             }
