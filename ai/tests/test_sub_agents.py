@@ -260,7 +260,7 @@ class TestAiHistory(AssistantCommandTestCase):
         self.assertIn("Sub-agent under row", shown)
         self.assertIn("review_journal", shown)
         self.assertIn("cart's left wheel", shown)
-        self.assertIn(TASK[:30], shown)
+        self.assertIn("task: Find in your journal", shown)
         self.assertTrue(all(len(line) <= 78 for line in shown.splitlines()), shown)
 
     def test_the_listing_shows_the_context_of_each_call(self):
