@@ -266,7 +266,11 @@ SCRIPT_CONFIG = {
     "execution_config": Option(
         EXECUTION_CONFIG_DEFAULTS,
         execution_config,
-        "Layer-1 execution limits of the ReAct loop",
+        "Layer-1 execution limits of the ReAct loop; sub_agents_enabled offers the delegate "
+        "tool where the context allows it, sub_agent_budget caps the sub-agents running at once",
+    ),
+    "sub_agent_max_iterations": Option(
+        4, int_range(1, 10), "Model calls one sub-agent (a delegate call) may make"
     ),
     "compact_notify_room": Option(
         False, boolean, "Show the room a short emote when the assistant compacts"

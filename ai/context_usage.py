@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
-from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config
+from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config, select_execution_pattern
 from .tools import tools_for
 from .utils.token_counter import count_tools_tokens
 
@@ -56,9 +56,11 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
         tokens (each prompt component that renders, and ``tool schemas``).
     """
     config = get_context_config(context_type, script)
-    schemas = [
-        tool.schema() for tool in tools_for(config.tool_filter, config.allowed_tool_categories)
-    ]
+    sub_agents = select_execution_pattern(
+        script.get_config("execution_config"), config
+    ).sub_agents_enabled
+    offered = tools_for(config.tool_filter, config.allowed_tool_categories, sub_agents)
+    schemas = [tool.schema() for tool in offered]
     model = resolve_model(script)
     frame = assemble_prompt(
         script, character, config, model, budget=10**9, history=[], tools=schemas

@@ -109,6 +109,18 @@ def _add_tool_fields(message, tool_calls, tool_call_id):
         message["tool_call_id"] = tool_call_id
 
 
+def _row_fields(message):
+    """Return the columns of a message's own fields (not its place, count or links)."""
+    return {
+        "role": message["role"],
+        "content": message.get("content"),
+        "name": message.get("name"),
+        "tool_calls": message.get("tool_calls") or None,
+        "tool_call_id": message.get("tool_call_id"),
+        "metadata": message.get("metadata") or {},
+    }
+
+
 def row_to_message(row):
     """Return a stored row as a ``{role, content, ...}`` dict, with its id and token count."""
     return _columns_to_message([getattr(row, column) for column in _COLUMNS], stored=False)
@@ -226,12 +238,7 @@ class ConversationHistory:
             position, revision = claimed
             values = {
                 "position": position,
-                "role": message["role"],
-                "content": message.get("content"),
-                "name": message.get("name"),
-                "tool_calls": message.get("tool_calls") or None,
-                "tool_call_id": message.get("tool_call_id"),
-                "metadata": message.get("metadata") or {},
+                **_row_fields(message),
                 "token_count": tokens,
                 "pinned": bool(message.get("pinned")),
             }
@@ -520,12 +527,7 @@ class ConversationHistory:
                 row = ConversationMessage.objects.create(
                     db_script_id=self.script.id,
                     position=replaced[0]["position"],
-                    role=message["role"],
-                    content=message.get("content"),
-                    name=message.get("name"),
-                    tool_calls=message.get("tool_calls") or None,
-                    tool_call_id=message.get("tool_call_id"),
-                    metadata=message.get("metadata") or {},
+                    **_row_fields(message),
                     token_count=tokens,
                     made_by=record,
                 )
@@ -643,6 +645,42 @@ class ConversationHistory:
     def pinned_messages(self):
         """Return the live pinned messages, oldest first."""
         return self._read("is_live = %s AND pinned = %s", [True, True])
+
+    def archive_under(self, stands_for, messages):
+        """Keep ``messages`` archived from the start, linked to the live message that stands
+        for them (a ``delegate`` call's result stands for its sub-agent's work).
+
+        They never join the live history: the counter, the live tail and its revision stay
+        as they are. Each is validated and counted like an appended message and takes the
+        position of ``stands_for``, as the messages a summary replaced take the summary's.
+
+        Args:
+            stands_for (dict): A stored message, with its ``id`` and ``position``.
+            messages (list): The messages to keep.
+
+        Returns:
+            list: The ids of the archived rows, in order.
+
+        Raises:
+            MessageValidationError: if one is malformed; nothing is stored.
+        """
+        for message in messages:
+            validate_message(message)
+        rows = [
+            ConversationMessage(
+                db_script_id=self.script.id,
+                position=stands_for["position"],
+                **_row_fields(message),
+                token_count=count_message_tokens(message, self.model),
+                is_live=False,
+                replaced_by_id=stands_for["id"],
+            )
+            for message in messages
+        ]
+        with transaction.atomic():
+            for row in rows:
+                row.save()
+        return [row.pk for row in rows]
 
     def archived_by(self, summary_id):
         """Return the messages that the summary ``summary_id`` replaced, oldest first."""

@@ -40,6 +40,8 @@ CONTEXT_REFLECTION_CONT = "reflection_cont"
 CONTEXT_SLEEP_CONSOLIDATE = "sleep_consolidate"
 CONTEXT_GOAL_DECOMPOSE = "goal_decompose"
 CONTEXT_PRE_COMPACTION = "pre_compaction"
+# Not one of the seed's seven: the bounded context a ``delegate`` call runs its sub-task in.
+CONTEXT_SUB_AGENT = "sub_agent"
 
 # What a turn with players needs: speaking, looking, giving, and finding or keeping facts.
 # Long-term memory learns from the journal while the assistant sleeps, and extraction keeps
@@ -55,6 +57,7 @@ CONVERSATION_TOOLS = [
     "recall_memories",
     "search_history",
     "pin_fact",
+    "delegate",
 ]
 REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal", "search_history"]
 SLEEP_TOOLS = [
@@ -66,6 +69,16 @@ SLEEP_TOOLS = [
     "store_memory",
 ]
 PRE_COMPACTION_TOOLS = ["noop", "add_journal_entry", "update_entity_observation"]
+# A sub-agent looks and reads, and may journal for its turn's audience: it never speaks,
+# changes the world, pins, or delegates in turn.
+SUB_AGENT_TOOLS = [
+    "noop",
+    "look",
+    "add_journal_entry",
+    "review_journal",
+    "recall_memories",
+    "search_history",
+]
 
 # Most restrictive first: a layer may only move a mode towards the front.
 EXECUTION_MODES = ("single_action", "react_loop", "plan_execute")
@@ -126,6 +139,13 @@ never your own plans, remarks or what you are doing now. For each fact, call \
 add_journal_entry with one full sentence that names who said it; several calls in one \
 answer are fine. For a fact about one person, also call update_entity_observation. When \
 every fact is saved, call noop."""
+
+
+SUB_AGENT_PROMPT = """You are {name}, working alone on one task that you gave yourself.
+
+Nobody hears you now. Use your tools to find what the task asks for; when you have it, \
+answer with the result in plain text (no tool call), short and complete: it is all that \
+you will remember of this work."""
 
 
 @dataclass
@@ -271,6 +291,20 @@ DEFAULT_CONTEXT_CONFIGS = {
         records_history=False,
     ),
 }
+
+# Outside DEFAULT_CONTEXT_CONFIGS (the seed's seven, which overrides address): its limit is
+# the sub_agent_max_iterations attribute (see ai.sub_agents).
+SUB_AGENT_CONFIG = ContextConfig(
+    context_type=CONTEXT_SUB_AGENT,
+    name="Sub-agent",
+    description="Carry out one delegated task in a fresh context and return its result",
+    enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_PENDING_EVENT, COMPONENT_TOOL_RESULT],
+    component_overrides=system_prompt_override(SUB_AGENT_PROMPT),
+    tool_filter=list(SUB_AGENT_TOOLS),
+    max_iterations=MAX_ITERATIONS,
+    allowed_tool_categories=["safe", "journal", "terminal"],
+    dangerous_requires_confirm=True,
+)
 
 
 # overrides --------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ whose dangerous call waits for a builder says nothing yet: its words wait with t
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from evennia.utils import logger
 from twisted.internet import defer
 
 from .audience import event_audience, message_audience, with_audience
 from .confirmation import hold_call
+from .helpers.call_log import note_run
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
 from .llm_interaction import call_llm, context_window, prefer_text_listing, resolve_model
@@ -27,15 +29,24 @@ from .prompt_components import (
     COMPONENT_CONVERSATION_HISTORY,
     COMPONENT_SEMANTIC_MEMORIES,
 )
-from .prompt_contexts import get_context_config, select_execution_pattern
+from .prompt_contexts import CONTEXT_SUB_AGENT, get_context_config, select_execution_pattern
 from .prompt_layout import cache_points
 from .prompt_rendering import recall_query, whereabouts
 from .semantic_memory import recall
+from .sub_agents import (
+    archive_transcript,
+    claim_slot,
+    release_slot,
+    sub_agent_config,
+    sub_agent_outcome,
+    task_event,
+)
 from .thinking import ThinkingEmote
-from .tools import ToolContext, execute_tool, get_tool, tools_for
+from .tools import ToolContext, ToolResult, execute_tool, get_tool, tools_for
 from .tools.communication import emote, speak, spoken
 from .utils.echo import is_echo, off_topic_repeat, repeats_itself
 from .utils.intentions import only_announces
+from .utils.markers import SUB_AGENT_KEY
 from .utils.message_format import SendableMessages
 from .utils.text_tool_calls import looks_like_markup
 
@@ -75,6 +86,8 @@ class LoopResult:
         held (list): Replies not said because a write the same answer asked for (a journal
             entry, a memory, a pin) failed: they may claim it happened. The model is asked
             again, once its results show the failure.
+        kept (list): The messages of a context that does not record into history, in order
+            (a sub-agent's, archived once its result is recorded).
     """
 
     context_type: str
@@ -95,6 +108,7 @@ class LoopResult:
     text_tool_calls: int = 0
     malformed_tool_calls: list = field(default_factory=list)
     held: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
 
 
 # Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
@@ -156,6 +170,7 @@ class _Turn:
 
     def __init__(self, script, config, audience, budget, audience_only=False):
         self.script = script
+        self.context_type = config.context_type
         self.audience = audience
         self.audience_only = audience_only
         self.budget = budget
@@ -181,10 +196,11 @@ class _Turn:
         return recent
 
     def record(self, message):
+        """Keep ``message`` for the turn's audience, marked with the context it ran in."""
         if message is None:
             return None
-        if self.audience:
-            message = {**message, "metadata": with_audience(message.get("metadata"), self.audience)}
+        metadata = with_audience(message.get("metadata"), self.audience)
+        message = {**message, "metadata": {"context": self.context_type, **metadata}}
         if self.records_history:
             return self.script.append_message(message)
         self.local.append(message)
@@ -236,7 +252,7 @@ def run_react_loop(
     if iteration_limit:
         static = {**static, "max_iterations_per_tick": iteration_limit}
     pattern = select_execution_pattern(static, config, {"context_signals": dict(signals or {})})
-    tools = tools_for(config.tool_filter, pattern.allowed_categories)
+    tools = tools_for(config.tool_filter, pattern.allowed_categories, pattern.sub_agents_enabled)
     allowed = {tool.name for tool in tools}
     schemas = [tool.schema() for tool in tools] or None
     model = resolve_model(script)
@@ -251,6 +267,8 @@ def run_react_loop(
         list(source_messages),
         audience,
     )
+    if pattern.sub_agents_enabled:
+        context.sub_agent = partial(run_sub_agent, context)
     turn = _Turn(script, config, audience, budget, audience_only)
     if memories is None:
         shown = [message["id"] for message in turn.history() if "id" in message]
@@ -324,7 +342,10 @@ def run_react_loop(
         # The answer joins history once its calls ran: its text only if it was said.
         turn.record(_recorded(answer, config, speech, held or waiting is not None))
         for message in ran.messages:
-            turn.record(message)
+            stored = turn.record(message)
+            delegated = ran.delegated.get(message.get("tool_call_id"))
+            if delegated and "id" in stored:
+                archive_transcript(script, stored, delegated)
         if speech:
             said, _ = speak(character, speech, audience)
             result.said.append(said)
@@ -340,7 +361,47 @@ def run_react_loop(
             limit += 1  # a held reply is asked for again, even at the limit (once a turn)
     else:
         result.stop_reason = "max_iterations"
+    result.kept = list(turn.local)
+    calls = result.iterations + result.echo_retries + result.repeat_retries
+    note_run(script, context_type, calls + result.intention_retries, result.stop_reason, audience)
     return result
+
+
+@defer.inlineCallbacks
+def run_sub_agent(parent, task):
+    """Run ``task`` in a sub-agent of the turn whose tools run with ``parent``.
+
+    The sub-agent runs the loop in its own context (``ai.sub_agents``), with the turn's
+    audience and sources, within ``sub_agent_budget`` and ``sub_agent_max_iterations``.
+
+    Args:
+        parent (ToolContext): The context of the ``delegate`` call.
+        task (str): What the sub-agent is to do.
+
+    Returns:
+        Deferred: Fires with the :class:`ToolResult` the ``delegate`` call answers.
+    """
+    script = parent.script
+    refused = claim_slot(script)
+    if refused:
+        return ToolResult(ok=False, content=refused)
+    limit = script.get_config("sub_agent_max_iterations")
+    try:
+        loop = yield run_react_loop(
+            script,
+            parent.character,
+            CONTEXT_SUB_AGENT,
+            event=task_event(task),
+            iteration_limit=limit,
+            source_message_ids=parent.source_message_ids,
+            source_messages=parent.source_messages,
+            context_config=sub_agent_config(limit),
+            audience=parent.audience,
+            memories=[],
+        )
+    finally:
+        release_slot(script)
+    return sub_agent_outcome(task, loop, limit, parent.audience)
 
 
 @defer.inlineCallbacks
@@ -529,6 +590,8 @@ class _Ran:
         last (str): The last result's text, or None.
         failed_writes (list): Names of the writes that failed (``Tool.writes``).
         held (bool): Whether a ``say`` call was held back for them.
+        delegated (dict): Call id -> the ``data`` of a ``delegate`` call's result, whose
+            sub-agent's messages are archived once the result is recorded.
     """
 
     messages: list = field(default_factory=list)
@@ -536,6 +599,7 @@ class _Ran:
     last: str = None
     failed_writes: list = field(default_factory=list)
     held: bool = False
+    delegated: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -622,6 +686,8 @@ def _run_calls(calls, allowed, pattern, context, result, waiting=None):
         }
         result.tools_called.append(name)
         ran.last = outcome.content
+        if SUB_AGENT_KEY in outcome.data:
+            ran.delegated[call["id"]] = outcome.data
         if tool.writes and not outcome.ok:
             ran.failed_writes.append(name)
         if name == "say" and outcome.ok:

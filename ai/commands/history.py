@@ -5,12 +5,14 @@ from evennia.utils.evtable import EvTable
 
 from ..audience import describe_audience, message_audience
 from ..config import ConfigError
+from ..helpers.call_log import recent_runs
 from ..helpers.journal import journal_entries
 from ..history import row_to_message
 from ..llm_interaction import call_options, resolve_model
 from ..models import CompactionRecord, ConversationMessage
 from ..sleep.compaction import ACCURACY_WARNING_AT
 from ..tool_offering import tool_offering
+from ..utils.markers import SUB_AGENT_KEY
 from ..utils.message_format import is_summary, summary_depth, summary_text
 from ..utils.wording import percent, percent_against, plural
 from .common import (
@@ -41,11 +43,40 @@ def summary_block(message):
     )
 
 
+# Model runs the plain form lists; aihistory/calls lists every kept one.
+RUNS_SHOWN = 5
+
+
 def message_table(messages, width):
-    """Return an EvTable of history messages within ``width``: row id, role, tokens, preview."""
-    rows = [(str(msg["id"]), msg["role"], str(msg["token_count"])) for msg in messages]
+    """Return an EvTable of history messages within ``width``: row id, role, the context
+    of the model call that wrote it (none for an event or a summary), tokens, preview."""
+    rows = [
+        (str(msg["id"]), msg["role"], msg["metadata"].get("context", ""), str(msg["token_count"]))
+        for msg in messages
+    ]
     previews = [preview(message, width) for message in messages]
-    return fitted_table(("row id", "role", "tokens", "preview"), rows, previews, width)
+    return fitted_table(("row id", "role", "context", "tokens", "preview"), rows, previews, width)
+
+
+def run_line(run):
+    """Return one model run: when, its context, its calls, why it stopped, its audience."""
+    audience = f", {describe_audience(run['audience'])}" if run.get("audience") else ""
+    return (
+        f"{when(run['at'])} {run['context']}: {plural(run['calls'], 'call')}, "
+        f"{run['stop_reason'] or 'done'}{audience}"
+    )
+
+
+def sub_agent_runs(script):
+    """Return the archived messages of ``script``'s sub-agents, by the result row they are
+    archived under: ``[(result row id, messages), ...]``, oldest first."""
+    rows = ConversationMessage.objects.filter(
+        db_script_id=script.id, is_live=False, metadata__has_key=SUB_AGENT_KEY
+    ).order_by("id")
+    runs = {}
+    for row in rows:
+        runs.setdefault(row.replaced_by_id, []).append(row_to_message(row))
+    return list(runs.items())
 
 
 def tools_offered(script):
@@ -100,6 +131,8 @@ class CmdAiHistory(AssistantCommand):
       aihistory/compactions [<assistant>]
       aihistory/archived [<assistant>] <row id>
       aihistory/pins [<assistant>]
+      aihistory/calls [<assistant>]
+      aihistory/subagents [<assistant>]
 
     Switches:
       journal     - the journal's entries in full, newest last (syntheses too)
@@ -108,13 +141,19 @@ class CmdAiHistory(AssistantCommand):
       archived    - one summary (or masked tool output) in full, then the
                     messages it replaced
       pins        - the pinned messages, and how much of their cap they hold
+      calls       - the last model runs: when, the context each ran in
+                    (tick_event, reflection, pre_compaction...), its calls
+                    and why it stopped
+      subagents   - what each sub-agent (a delegate call) said and did, archived
+                    under the result its turn read back: never in a prompt
 
     Without a name, the only assistant in the room is shown. The plain form shows
     how full the context is against the compaction thresholds, how tools are
     offered to the model (natively or listed as text, and who chose), each live
     summary in full with its metadata, the journal's synthesis entries, then the
     live history, oldest first: each message's row id (the one aicompact/pin and
-    aihistory/archived take), role, tokens and a preview; in it, summaries read
+    aihistory/archived take), role, the context of the model call that wrote it,
+    tokens and a preview, then the last model runs; in it, summaries read
     "[CONTEXT SUMMARY] n msgs, kind, depth k", a masked tool output reads
     "[masked <tool>, n tokens, <when it was archived>]", and a pinned message
     starts with "[pinned]". What was whispered to the assistant (and its
@@ -126,10 +165,11 @@ class CmdAiHistory(AssistantCommand):
       aihistory/compactions helper
       aihistory/archived helper 42
       aihistory/pins helper
+      aihistory/subagents helper
     """
 
     key = "aihistory"
-    switch_options = ("journal", "compactions", "archived", "pins")
+    switch_options = ("journal", "compactions", "archived", "pins", "calls", "subagents")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
@@ -152,6 +192,10 @@ class CmdAiHistory(AssistantCommand):
             text = self.archived(assistant, script, int(summary_id))
         elif "pins" in self.switches:
             text = self.pins(assistant, script)
+        elif "calls" in self.switches:
+            text = self.calls(assistant, script)
+        elif "subagents" in self.switches:
+            text = self.sub_agents(assistant, script)
         else:
             text = self.overview(assistant, script)
         self.page(text)
@@ -201,6 +245,36 @@ class CmdAiHistory(AssistantCommand):
             lines.append(str(message_table(messages, self.client_width())))
         else:
             lines.append("No live history.")
+        runs = recent_runs(script)[-RUNS_SHOWN:]
+        if runs:
+            lines.append("Last model runs (aihistory/calls shows more):")
+            lines += [run_line(run) for run in runs]
+        return "\n".join(lines)
+
+    def calls(self, assistant, script):
+        """Return the kept model runs, oldest first, with the context each ran in."""
+        runs = recent_runs(script)
+        if not runs:
+            return f"{assistant.key} has made no model call since its runs were kept."
+        lines = [f"Model runs of |w{assistant.key}|n (oldest first):"]
+        return "\n".join(lines + [run_line(run) for run in runs])
+
+    def sub_agents(self, assistant, script):
+        """Return what each sub-agent said, under the row of the result its turn read."""
+        runs = sub_agent_runs(script)
+        if not runs:
+            return f"{assistant.key}'s sub-agents have left nothing: none ran."
+        lines = [f"Sub-agents of |w{assistant.key}|n (oldest first; never sent to the model):"]
+        for result_id, messages in runs:
+            run = messages[0]["metadata"][SUB_AGENT_KEY]
+            audience = message_audience(messages[0])
+            private = f", {describe_audience(audience)}" if audience else ""
+            lines.append(
+                f"|wSub-agent|n under row {result_id}{private}: "
+                f"{plural(run.get('calls'), 'call')}, {run.get('stop_reason') or 'done'}; "
+                f"task: {raw(run.get('task', ''))}"
+            )
+            lines.append(str(message_table(messages, self.client_width())))
         return "\n".join(lines)
 
     def journal(self, assistant):

@@ -163,6 +163,8 @@ class TestCommandsFit(ColumnsTestCase):
             f"/archived {ASSISTANT} 99999",
             f"/archived {ASSISTANT}",
             f"/pins {ASSISTANT}",
+            f"/calls {ASSISTANT}",
+            f"/subagents {ASSISTANT}",
             f"/bogus {ASSISTANT}",
             f"/journal/pins {ASSISTANT}",
             f" {STRANGER}",

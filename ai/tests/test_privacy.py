@@ -244,6 +244,6 @@ class TestBuildersSeeWhatIsPrivate(PrivacyTestCase):
         self.char1.execute_cmd("aihistory Helper")
         self.char1.execute_cmd("aihistory/journal Helper")
         shown = strip_ansi("\n".join(map(str, self.char1_heard)))
-        marked = f"(private to Char ({self.char1.dbref})) Char whispers to you"
+        marked = f"(private to Char ({self.char1.dbref})) Char whispers"
         self.assertIn(marked, shown)
         self.assertIn(f"conversation; private to Char ({self.char1.dbref});", shown)

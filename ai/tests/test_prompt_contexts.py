@@ -202,7 +202,7 @@ class TestDefaults(TestCase):
                 self.assertIsNone(config.token_budget)
 
     def test_each_context_offers_existing_tools_fit_for_its_work(self):
-        registered = {tool.name for tool in tools_for()}
+        registered = {tool.name for tool in tools_for(sub_agents=True)}
         for context_type in EXPECTED:
             with self.subTest(context_type=context_type):
                 offered = get_context_config(context_type).tool_filter or []

@@ -95,7 +95,8 @@ class TestRegistry(ToolTestCase):
         self.add_temporary_tool(make_tool("second"))
         names = [tool.name for tool in tools_for(["second", "noop", "first"])]
         self.assertEqual(names, ["noop", "first", "second"])
-        self.assertEqual(len(tools_for()), len(all_tools()))
+        self.assertEqual(len(tools_for(sub_agents=True)), len(all_tools()))
+        self.assertNotIn("delegate", [tool.name for tool in tools_for()], "no sub-agents")
 
     def test_tools_for_categories(self):
         journal = {tool.name for tool in tools_for(allowed_categories=["journal"])}

@@ -3,6 +3,7 @@
 from . import (  # noqa: F401 (registers them)
     communication,
     control,
+    delegation,
     history,
     journal,
     memory,

@@ -124,6 +124,9 @@ class ToolContext:
             only them, and what the tools write is kept for them.
         follow_ups (list): Messages a tool adds to the turn once the results of the
             answer's tool calls are recorded (a result must follow its call directly).
+        sub_agent (callable, optional): ``sub_agent(task) -> Deferred`` firing with a
+            :class:`ToolResult`: runs ``task`` in a sub-agent's bounded context. Set only
+            where the execution pattern lets sub-agents run.
     """
 
     script: object
@@ -134,6 +137,7 @@ class ToolContext:
     source_messages: list = field(default_factory=list)
     audience: list | None = None
     follow_ups: list = field(default_factory=list)
+    sub_agent: Callable | None = None
 
     def sources_for(self, text):
         """Return the ids of the history messages that ``text``, which a tool writes, came from.

@@ -3,7 +3,8 @@
 
 Compaction archives what it replaces (a masked tool output's original, the messages a
 summary stands for) instead of deleting it; this tool finds those messages by their words
-and reads one back whole. It shows only what the turn's audience may hear
+and reads one back whole. What sub-agents said is archived too, for builders alone: no
+search finds it. It shows only what the turn's audience may hear
 (``ai.audience``): a whisper stays with its whisperer.
 """
 
@@ -13,6 +14,7 @@ from ..audience import may_hear, message_audience
 from ..helpers.journal import shared_words
 from ..history import row_to_message
 from ..models import ConversationMessage
+from ..utils.markers import SUB_AGENT_KEY
 from ..utils.message_format import tool_call_text
 from .base import LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
@@ -63,7 +65,9 @@ def candidates(script, query, words):
     """Return up to ``CANDIDATES`` archived rows of ``script``, newest first, among its newest
     ``SCAN_ROWS``, whose content holds the query or one of ``words``, or whose tool call id
     is the query."""
-    rows = ConversationMessage.objects.filter(db_script_id=script.id, is_live=False)
+    rows = ConversationMessage.objects.filter(db_script_id=script.id, is_live=False).exclude(
+        metadata__has_key=SUB_AGENT_KEY
+    )
     oldest = rows.order_by("-position").values_list("position", flat=True)[
         SCAN_ROWS - 1 : SCAN_ROWS
     ]
@@ -77,9 +81,11 @@ def candidates(script, query, words):
 
 def read_archived(ctx, message_id):
     """Return archived message ``message_id`` whole, within ``MAX_MESSAGE_CHARS``."""
-    row = ConversationMessage.objects.filter(
-        pk=message_id, db_script_id=ctx.script.id, is_live=False
-    ).first()
+    row = (
+        ConversationMessage.objects.filter(pk=message_id, db_script_id=ctx.script.id, is_live=False)
+        .exclude(metadata__has_key=SUB_AGENT_KEY)
+        .first()
+    )
     message = row and row_to_message(row)
     if not message or not may_hear(message_audience(message), ctx.audience):
         # Whether a message kept for others exists is theirs to know too.

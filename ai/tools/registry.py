@@ -45,19 +45,22 @@ def all_tools():
     return list(_TOOLS.values())
 
 
-def tools_for(tool_filter=None, allowed_categories=None):
+def tools_for(tool_filter=None, allowed_categories=None, sub_agents=False):
     """Return the tools a context offers, in registration order.
 
     Args:
         tool_filter (list, optional): Allowed tool names (None: all).
         allowed_categories (list, optional): Allowed categories (None: all); a tool passes
             if any of its categories is allowed.
+        sub_agents (bool): Whether the execution pattern lets sub-agents run: without it,
+            no tool of the ``delegation`` category is offered.
     """
     return [
         tool
         for tool in _TOOLS.values()
         if (tool_filter is None or tool.name in tool_filter)
         and (allowed_categories is None or tool.categories & set(allowed_categories))
+        and (sub_agents or "delegation" not in tool.categories)
     ]
 
 

@@ -38,3 +38,6 @@ NOT_SEEN = "Not seen:"
 MASKED_OUTPUT = "[TOOL OUTPUT ARCHIVED - search history for details]"
 # How the marker opens that stands for messages archived whole (see ``ai.sleep.archiving``).
 ARCHIVE_MARKER = "[ARCHIVED HISTORY]"
+# The metadata key of an archived message a sub-agent wrote (see ``ai.sub_agents``): it is
+# for builders, never for a prompt, and no search of the archive finds it.
+SUB_AGENT_KEY = "sub_agent"
