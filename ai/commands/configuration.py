@@ -1,14 +1,18 @@
 """Builders' commands that set an assistant up: its configuration and its operating mode."""
 
 from difflib import get_close_matches
+from functools import partial
 from pprint import pformat
-from textwrap import wrap
+from textwrap import wrap as wrap_text
 
 from evennia.utils.ansi import raw
 
 from ..config import SCRIPT_CONFIG, ConfigError, parse_value
 from ..llm_interaction import model_problem
 from .common import INDENT, AssistantCommand, find_assistant, shortened
+
+# A word keeps its hyphen whole ("sub-agents"), as everywhere the contrib wraps.
+wrap = partial(wrap_text, break_on_hyphens=False)
 
 
 class CmdAiMode(AssistantCommand):
