@@ -116,15 +116,15 @@ class TestObjectsGiven(MultiStepTestCase):
 
     def test_a_dangerous_call_of_a_building_turn_waits_for_a_builder(self):
         self.char1.execute_cmd("give token to Helper")
-        give_back = [("give", {"item": "token", "recipient": "Char2"})]
+        give_back = [("give", {"item": "token", "recipient": "Char"})]
         loop = self.tick_with(give_back)["loop"]
         self.assertEqual(loop.stop_reason, "awaiting_confirmation")
         self.assertEqual(self.item.location, self.assistant, "given before a builder allowed it")
         # The same call in conversation is not a building turn: it runs.
-        self.hear("Please give the token to Char2.")
+        self.hear("Please give the token back to me.")
         loop = self.tick_with(give_back)["loop"]
         self.assertEqual(loop.tools_called, ["give"])
-        self.assertEqual(self.item.location, self.char2)
+        self.assertEqual(self.item.location, self.char1)
 
     def test_what_is_no_gift_queues_nothing(self):
         self.item.move_to(self.hall, quiet=True)
