@@ -1,5 +1,6 @@
 """AssistantCharacter: the assistant's body in the world, and its ears."""
 
+import time
 from collections import deque
 
 from evennia.objects.objects import DefaultCharacter
@@ -40,6 +41,62 @@ class AssistantCharacter(DefaultCharacter):
             }
         )
 
+    def request(self, builder, text):
+        """Queue a builder's request (``aitask``): a task that may take several steps."""
+        script = self.assistant_script
+        if script is None or not text:
+            return
+        script.queue_event(
+            {"type": "request", "speaker": builder.dbref, "speaker_name": builder.key, "text": text}
+        )
+
+    def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
+        """Queue a ``given`` event when a character (not an assistant) hands it ``moved_obj``.
+
+        Evennia's ``give`` moves the object from the giver's inventory, so the source is
+        the giver; an object created here or dropped on it from a room is no gift.
+        """
+        super().at_object_receive(moved_obj, source_location, move_type=move_type, **kwargs)
+        script = self.assistant_script
+        if script is None or not is_non_assistant_character(source_location):
+            return
+        script.queue_event(
+            {
+                "type": "given",
+                "speaker": source_location.dbref,
+                "speaker_name": source_location.key,
+                "item": moved_obj.key,
+                "item_ref": moved_obj.dbref,
+            }
+        )
+
+    def at_new_arrival(self, arrival, source_location=None, **kwargs):
+        """Queue an ``arrival`` event for a player's character that entered the room.
+
+        A room calls this (``ai.rooms.AssistantRoomMixin``, Evennia's idiom for NPCs that
+        react to arrivals). So that arrivals do not flood the assistant, only a character
+        an account plays counts, never an assistant, not while the assistant sleeps, and
+        the same character at most once per ``arrival_cooldown`` seconds.
+        """
+        script = self.assistant_script
+        if script is None or script.db.operating_mode != "awake":
+            return
+        cooldown = script.get_config("arrival_cooldown")
+        if cooldown is None or not arrival.account:
+            return
+        if not is_non_assistant_character(arrival):
+            return
+        noticed = self.ndb.arrivals_noticed or {}
+        now = time.monotonic()
+        last = noticed.get(arrival.dbref)
+        if last is not None and now - last < cooldown:
+            return
+        noticed[arrival.dbref] = now
+        self.ndb.arrivals_noticed = noticed
+        script.queue_event(
+            {"type": "arrival", "speaker": arrival.dbref, "speaker_name": arrival.key}
+        )
+
     def at_msg_receive(self, text=None, from_obj=None, **kwargs):
         """Hear the room: speech, whispers and poses naming the assistant become events.
 
@@ -66,6 +123,11 @@ class AssistantCharacter(DefaultCharacter):
         if self.ndb.context_buffer is None:
             self.ndb.context_buffer = deque(maxlen=CONTEXT_BUFFER_SIZE)
         self.ndb.context_buffer.append(line)
+
+
+def is_non_assistant_character(obj):
+    """Tell whether ``obj`` is a character and no assistant (whose deeds are no news)."""
+    return isinstance(obj, DefaultCharacter) and not isinstance(obj, AssistantCharacter)
 
 
 def spoken_words(line):

@@ -27,7 +27,12 @@ from .history import ConversationHistory
 from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
 from .log_channel import open_log_channel
-from .prompt_contexts import CONTEXT_TICK_EVENT, token_pressure_level
+from .prompt_contexts import (
+    CONTEXT_TICK_EVENT,
+    EXECUTION_CONFIG_DEFAULTS,
+    get_context_config,
+    token_pressure_level,
+)
 from .prompt_rendering import render_event
 from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
@@ -35,6 +40,7 @@ from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
 from .sleep.escalation import check_window_fits_frame, what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
+from .task_assessment import assess_task
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
@@ -42,7 +48,11 @@ from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
 
+# The event classes of the execution pattern's third layer (seed 004): conversation is one
+# action; what changes the world (an object given, a builder's request) runs as a ReAct loop
+# with dangerous tools confirmed. An arrival is neither: a ReAct loop, as tick_event allows.
 COMMUNICATION_EVENTS = ("speech", "talk", "whisper", "pose")
+BUILDING_EVENTS = ("given", "request")
 EMERGENCY_EXTRACTION_ITERATIONS = 3
 
 MODES = ("awake", "sleep")
@@ -341,6 +351,7 @@ class AssistantScript(DefaultScript):
         )
         note_conversation(character, event, config["working_memory_ttl"])
         event = dict(event, in_history=True, message_id=stored["id"])
+        assessment = yield self.assess(event, config)
         loop = yield run_react_loop(
             self,
             character,
@@ -348,10 +359,12 @@ class AssistantScript(DefaultScript):
             event=event,
             signals=self.context_signals(event),
             source_message_ids=[stored["id"]],
+            assessment=assessment,
         )
         outcome = {
             "mode": "awake",
             "event": event,
+            "assessment": assessment,
             "loop": loop,
             "llm": loop.last_answer,
             "emergency": emergency,
@@ -366,11 +379,34 @@ class AssistantScript(DefaultScript):
         self.ndb.consecutive_errors = 0
         return dict(outcome, status="replied" if loop.said else "acted", reply=" ".join(loop.said))
 
+    def assess(self, event, config):
+        """Ask the model to assess a turn that is not plain conversation, when
+        ``task_assessment_enabled`` (``ai.task_assessment``); off, nothing is called.
+
+        Returns:
+            Deferred: Fires with the assessment, or None.
+        """
+        execution = config["execution_config"]
+        if event.get("type") in COMMUNICATION_EVENTS or not execution.get(
+            "task_assessment_enabled"
+        ):
+            return defer.succeed(None)
+        limit = min(
+            execution.get(
+                "max_iterations_per_tick", EXECUTION_CONFIG_DEFAULTS["max_iterations_per_tick"]
+            ),
+            get_context_config(CONTEXT_TICK_EVENT, self).max_iterations,
+        )
+        return assess_task(self, event, limit)
+
     def context_signals(self, event=None):
         """Return the runtime signals of the execution pattern's third layer."""
         signals = dict(self.db.context_signals or {})
         signals["token_pressure"] = token_pressure_level(self.context_usage().usage)
         signals["recent_errors"] = self.ndb.consecutive_errors or 0
-        if event and event.get("type") in COMMUNICATION_EVENTS:
+        kind = (event or {}).get("type")
+        if kind in COMMUNICATION_EVENTS:
             signals["event_class"] = "communication"
+        elif kind in BUILDING_EVENTS:
+            signals["event_class"] = "building"
         return signals

@@ -286,6 +286,12 @@ SCRIPT_CONFIG = {
     "thinking_delay": Option(
         4.0, number_range(0, 600), "Seconds a reply may take before the thinking emote"
     ),
+    "arrival_cooldown": Option(
+        600,
+        optional(int_range(0, 86_400)),
+        "Seconds before the same player's arrival is noticed again (needs an AssistantRoomMixin "
+        "room; None: arrivals are never noticed)",
+    ),
     "sleep_after_idle_ticks": Option(
         60, int_range(0, 1_000_000), "Fall asleep after this many ticks without events (0: never)"
     ),

@@ -80,8 +80,11 @@ SUB_AGENT_TOOLS = [
     "search_history",
 ]
 
-# Most restrictive first: a layer may only move a mode towards the front.
-EXECUTION_MODES = ("single_action", "react_loop", "plan_execute")
+# Most restrictive first: a layer may only move a mode towards the front. The seed's third
+# mode, plan_execute (a plan call, then its steps), is not built: a react_loop already runs
+# a task step by step, so it is refused by name rather than run as a react_loop.
+EXECUTION_MODES = ("single_action", "react_loop")
+UNBUILT_MODES = ("plan_execute",)
 MAX_ITERATIONS = 10
 
 # Share of the context window in use from which token pressure is reported.
@@ -331,6 +334,11 @@ def _tool_categories(value):
 
 
 def _execution_mode(value):
+    if value in UNBUILT_MODES:
+        raise ValueError(
+            f"is not built (react_loop runs a task step by step); must be one of "
+            f"{', '.join(EXECUTION_MODES)}"
+        )
     if value not in EXECUTION_MODES:
         raise ValueError(f"must be one of {', '.join(EXECUTION_MODES)}")
 
@@ -570,9 +578,15 @@ def select_execution_pattern(static_config, context_config, llm_assessment=None)
         ExecutionPattern: The effective limits and the layer that set each.
 
     Raises:
-        ConfigError: if ``static_config`` is not a valid ``execution_config``.
+        ConfigError: if ``static_config`` is not a valid ``execution_config``, or the
+            context's ``execution_mode`` is not one of ``EXECUTION_MODES``.
     """
     check_named("execution_config", static_config, execution_config)
+    check_named(
+        f"{context_config.context_type}.execution_mode",
+        context_config.execution_mode,
+        _execution_mode,
+    )
     static = {**EXECUTION_CONFIG_DEFAULTS, **static_config}
     pattern = ExecutionPattern(
         mode=EXECUTION_MODES[-1],
@@ -588,7 +602,10 @@ def select_execution_pattern(static_config, context_config, llm_assessment=None)
     pattern.source_layers["terminal_ends_loop"] = "context"
     if not static["multi_action_enabled"]:
         pattern._restrict_mode("single_action", "static")
-
+    else:
+        # The static layer has a switch, not a mode: with it on, the context names the mode
+        # (the seed's example credits reflection's react_loop to the context).
+        pattern.source_layers["mode"] = "context"
     pattern._restrict_mode(context_config.execution_mode, "context")
     pattern._cap_iterations(context_config.max_iterations, "context")
     # The static layer allows every category, so the context's list is the restriction.

@@ -10,7 +10,7 @@ from .helpers.journal import search_entries, shared_words
 from .helpers.memory_links import remembered_entries
 from .helpers.working_memory import conversations
 from .utils.markers import CONVERSATION_LINE
-from .utils.message_format import one_line, quoted
+from .utils.message_format import REQUEST_VERB, one_line, quoted
 
 MAX_PROFILE_OBSERVATIONS = 5
 MAX_BUFFER_LINES = 10
@@ -55,7 +55,7 @@ class PromptState:
 
 
 # How each kind of event reads in history; the player's words follow as one quoted unit.
-EVENT_VERBS = {"whisper": "whispers to you", "pose": "emotes"}
+EVENT_VERBS = {"whisper": "whispers to you", "pose": "emotes", "request": REQUEST_VERB}
 
 
 def render_event(event):
@@ -64,10 +64,14 @@ def render_event(event):
     The words are one JSON-quoted unit: a line break, a quote or a ``[CONTEXT SUMMARY]``
     inside them cannot make a line that looks like anything but Bob's words. (Measured on
     a small local model, a quoted line was also answered where ``Bob says: hi`` was echoed.)
+    An arrival has no words; a gift's object is named as one quoted unit too (players name
+    what they create).
     """
     speaker = one_line(event.get("speaker_name")) or "Someone"
     if event.get("type") == "arrival":
         return f"{speaker} arrives."
+    if event.get("type") == "given":
+        return f"{speaker} gives you {quoted(event.get('item', ''))}."
     verb = EVENT_VERBS.get(event.get("type"), "says")
     return f"{speaker} {verb}, {quoted(event.get('text', ''))}"
 
@@ -157,9 +161,10 @@ def render_semantic_memories(state):
 
 
 def recall_query(event):
-    """Return what memories are recalled by for ``event``: its speaker's name and words."""
+    """Return what memories are recalled by for ``event``: its speaker's name and words (or
+    the object given)."""
     event = event or {}
-    return " ".join(filter(None, [event.get("speaker_name"), event.get("text")]))
+    return " ".join(filter(None, [event.get("speaker_name"), event.get("text"), event.get("item")]))
 
 
 def recalled_lines(entry, query):

@@ -88,6 +88,8 @@ class LoopResult:
             again, once its results show the failure.
         kept (list): The messages of a context that does not record into history, in order
             (a sub-agent's, archived once its result is recorded).
+        calls_not_run (list): Names of the tool calls not run because the pattern allows
+            one call an answer (``multi_tool_enabled`` off): only an answer's first call runs.
     """
 
     context_type: str
@@ -109,6 +111,7 @@ class LoopResult:
     malformed_tool_calls: list = field(default_factory=list)
     held: list = field(default_factory=list)
     kept: list = field(default_factory=list)
+    calls_not_run: list = field(default_factory=list)
 
 
 # Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
@@ -152,6 +155,13 @@ NO_ANSWER_EMOTE = "{name} hesitates, and does not answer."
 HELD_REPLY = (
     "{writes} failed (see its result), so this reply may say that something happened "
     "which did not. Reply again, true to what happened"
+)
+
+
+# The result of a call after an answer's first when the pattern allows one call an answer.
+ONE_CALL_ONLY = (
+    "only one tool call an answer runs in {context} (allows_multi_tool is off); "
+    "call it again in your next answer if you still need it"
 )
 
 
@@ -221,6 +231,7 @@ def run_react_loop(
     audience=None,
     audience_only=False,
     memories=None,
+    assessment=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -243,6 +254,10 @@ def run_react_loop(
             the room's messages a whisperer may also hear.
         memories (list, optional): Lines for the semantic memories component; by default
             what long-term memory recalls for the event (see ``recall_for``).
+        assessment (dict, optional): The model's own assessment of the task
+            (``ai.task_assessment``): ``recommended_iterations``, ``recommended_mode`` and
+            ``recommend_confirm_dangerous``, the third layer beside ``signals``; it may
+            only restrict.
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -251,7 +266,8 @@ def run_react_loop(
     static = script.get_config("execution_config")
     if iteration_limit:
         static = {**static, "max_iterations_per_tick": iteration_limit}
-    pattern = select_execution_pattern(static, config, {"context_signals": dict(signals or {})})
+    layer3 = {**(assessment or {}), "context_signals": dict(signals or {})}
+    pattern = select_execution_pattern(static, config, layer3)
     tools = tools_for(config.tool_filter, pattern.allowed_categories, pattern.sub_agents_enabled)
     allowed = {tool.name for tool in tools}
     schemas = [tool.schema() for tool in tools] or None
@@ -331,10 +347,12 @@ def run_react_loop(
         result.text_tool_calls += answer.text_tool_calls
         result.malformed_tool_calls += answer.malformed_tool_calls
         speech = spoken(character, _speech(script, answer, config, event, result))
-        waiting = _held(character, answer, allowed, pattern, speech)
+        calls, surplus = _runnable(answer.tool_calls, pattern)
+        waiting = _held(character, calls, allowed, pattern, speech)
         if waiting:
             speech = ""  # said now, it would tell of a deed not done: it waits with the call
-        ran = yield _run_calls(answer.tool_calls, allowed, pattern, context, result, waiting)
+        ran = yield _run_calls(calls, allowed, pattern, context, result, waiting)
+        ran.messages[len(calls) : len(calls)] = _refuse_surplus(surplus, context_type, result)
         held = bool(speech and ran.failed_writes)
         if held:
             result.held.append(speech)
@@ -611,20 +629,37 @@ class Held:
     words: list
 
 
-def _held(character, answer, allowed, pattern, speech):
-    """Return the :class:`Held` call of ``answer`` that must wait for a builder, or None.
+def _runnable(calls, pattern):
+    """Split an answer's tool calls into those that run and those the pattern refuses: with
+    ``multi_tool_enabled`` off, only the first call (as the model wrote them) runs."""
+    calls = list(calls or ())
+    if pattern.multi_tool_enabled:
+        return calls, []
+    return calls[:1], calls[1:]
+
+
+def _refuse_surplus(calls, context_type, result):
+    """Return the results of ``calls``, not run because only one call an answer runs."""
+    why = ONE_CALL_ONLY.format(context=context_type)
+    result.calls_not_run += [call["function"]["name"] for call in calls]
+    return [_not_run(call, why) for call in calls]
+
+
+def _held(character, calls, allowed, pattern, speech):
+    """Return the :class:`Held` call among an answer's ``calls`` (those that run) that must
+    wait for a builder, or None.
 
     Only a dangerous call the turn reaches: a call the context does not offer ends the
-    turn first. Its words are ``speech`` and what the answer's ``say`` calls would say.
+    turn first. Its words are ``speech`` and what the ``say`` calls among ``calls`` would say.
     """
     if not pattern.dangerous_requires_confirm:
         return None
-    for call in answer.tool_calls:
+    for call in calls:
         name = call["function"]["name"]
         if name not in allowed:
             return None
         if get_tool(name).is_dangerous:
-            said = (spoken(character, text) for text in _say_messages(answer.tool_calls))
+            said = (spoken(character, text) for text in _say_messages(calls))
             words = [text for text in said if text.strip() and not looks_like_markup(text)]
             return Held(call, [speech, *words])
     return None

@@ -12,6 +12,7 @@ from .confirmation import CmdAiConfirm
 from .history import CmdAiHistory
 from .memory import CmdAiMemory
 from .talk import CmdTalk
+from .task import CmdAiTask
 
 __all__ = [
     "AssistantCmdSet",
@@ -22,6 +23,7 @@ __all__ = [
     "CmdAiHistory",
     "CmdAiMemory",
     "CmdAiMode",
+    "CmdAiTask",
     "CmdTalk",
 ]
 
@@ -39,3 +41,4 @@ class AssistantCmdSet(CmdSet):
         self.add(CmdAiCompact())
         self.add(CmdAiConfirm())
         self.add(CmdAiMemory())
+        self.add(CmdAiTask())

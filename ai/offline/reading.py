@@ -6,7 +6,7 @@ JSON-quoted unit (see ``ai.prompt_rendering.render_event``); anything else has n
 
 import re
 
-from ..utils.message_format import read_event
+from ..utils.message_format import read_event, unquoted
 from .text_tools import is_question, keywords, sentences, words
 
 _GREETINGS = {"hello", "hi", "hey", "greetings", "morning", "evening"}
@@ -30,6 +30,23 @@ def request_text(messages, header):
         ),
         None,
     )
+
+
+# What ``render_event`` writes for events without words: an arrival, an object given.
+_ARRIVAL = re.compile(r"^(?P<speaker>.+?) arrives\.$")
+_GIFT = re.compile(r"^(?P<speaker>.+?) gives you (?P<item>\".*\")\.$")
+
+
+def parse_happening(content):
+    """Split an arrival or gift line into ``(speaker, kind, item)``; None if it is neither."""
+    content = (content or "").strip()
+    arrival = _ARRIVAL.match(content)
+    if arrival:
+        return arrival["speaker"], "arrival", None
+    gift = _GIFT.match(content)
+    if gift:
+        return gift["speaker"], "given", unquoted(gift["item"])
+    return None
 
 
 def parse_event(content):

@@ -4,7 +4,8 @@ The pending event arrives as the last user message, written as ``<speaker> says,
 with the words one JSON-quoted unit (see ``ai.prompt_rendering.render_event``). A question
 is answered from the best-matching earlier line of the conversation or of a summary; a
 greeting is returned; a pose is nodded to; anything else is acknowledged. A leading
-greeting ("Hello Helper! I buried...") does not hide the statement after it.
+greeting ("Hello Helper! I buried...") does not hide the statement after it. An arrival
+is greeted and a gift thanked for.
 When a speaking tool is offered, the reply goes through it. When journal tools are offered,
 a statement that carries a fact is journaled (``add_journal_entry``) in the same answer, and
 a first-person fact also updates the speaker's entity profile (``update_entity_observation``);
@@ -37,7 +38,7 @@ from ..utils.markers import (
 )
 from ..utils.message_format import one_line, read_event, unquoted
 from . import scorer, summarizer
-from .reading import greets, is_fact, is_weighty, parse_event, statement
+from .reading import greets, is_fact, is_weighty, parse_event, parse_happening, statement
 from .text_tools import is_question, keywords, words
 
 SPEAK_TOOL_NAMES = ("say", "speak", "say_to_room")
@@ -258,6 +259,18 @@ def extract_next_fact(messages, names):
     return Reply(content="Nothing left to journal.")
 
 
+def _welcome(happening, names, turn, salt):
+    """Greet an arrival, thank for a gift: said once, then ``noop``."""
+    speaker, kind, item = happening
+    words = f"Hello, {speaker}!" if kind == "arrival" else f"Thank you for the {item}, {speaker}."
+    speak_tool = next((name for name in SPEAK_TOOL_NAMES if name in names), None)
+    if speak_tool is None:
+        return Reply(content=words)
+    if _ran(turn, speak_tool):
+        return Reply(tool_calls=[make_tool_call("noop", {}, salt)] if "noop" in names else [])
+    return Reply(tool_calls=[make_tool_call(speak_tool, {"message": words}, salt)])
+
+
 def _last_user_index(messages):
     """Return the index of the last event line, else of the last user message, or None.
 
@@ -265,7 +278,12 @@ def _last_user_index(messages):
     echo) leaves the event the one to answer.
     """
     users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-    events = [i for i in users if parse_event(messages[i].get("content"))[0] is not None]
+    events = [
+        i
+        for i in users
+        if parse_event(messages[i].get("content"))[0] is not None
+        or parse_happening(messages[i].get("content"))
+    ]
     return (events or users or [None])[-1]
 
 
@@ -299,6 +317,9 @@ def respond(messages, tools=None):
     if last_user is None:
         return Reply(content="I am here.")
     turn = messages[last_user + 1 :]
+    happening = parse_happening(messages[last_user].get("content"))
+    if happening:
+        return _welcome(happening, names, turn, len(messages))
     speaker, verb, text = read_event(messages[last_user].get("content"))
     known = _known_at(messages, last_user)
     reply_text = compose_reply(speaker, text, known, verb, "add_journal_entry" in names)

@@ -147,7 +147,7 @@ def open_context(**changes):
         name="Open",
         description="Restricts nothing",
         enabled_components=[COMPONENT_SYSTEM_PROMPT],
-        execution_mode="plan_execute",
+        execution_mode="react_loop",
         max_iterations=10,
         allows_sub_agents=True,
     )
@@ -213,7 +213,7 @@ class TestDefaults(TestCase):
                 self.assertEqual("say" in offered, speaks)
         for tools in (CONVERSATION_TOOLS, REFLECTION_TOOLS, SLEEP_TOOLS, PRE_COMPACTION_TOOLS):
             self.assertIn("add_journal_entry", tools)
-        self.assertEqual(EXECUTION_MODES, ("single_action", "react_loop", "plan_execute"))
+        self.assertEqual(EXECUTION_MODES, ("single_action", "react_loop"))
 
     def test_focused_contexts_replace_the_system_prompt(self):
         for context_type in EXPECTED:
@@ -332,7 +332,13 @@ class TestSettingsOverrides(TestCase):
         (
             {"reflection": {"execution_mode": "turbo"}},
             r"^AI_CONTEXT_OVERRIDES\['reflection'\]\['execution_mode'\]='turbo' refused: "
-            r"must be one of single_action, react_loop, plan_execute$",
+            r"must be one of single_action, react_loop$",
+        ),
+        (
+            {"reflection": {"execution_mode": "plan_execute"}},
+            r"^AI_CONTEXT_OVERRIDES\['reflection'\]\['execution_mode'\]='plan_execute' refused: "
+            r"is not built \(react_loop runs a task step by step\); must be one of "
+            r"single_action, react_loop$",
         ),
         (
             {"reflection": {"max_iterations": 0}},
@@ -539,10 +545,20 @@ class TestExecutionPattern(TestCase):
 
     def test_context_cannot_widen_the_mode(self):
         pattern = select_execution_pattern(STATIC, open_context())
-        self.assertEqual(pattern.mode, "plan_execute")
-        self.assertEqual(pattern.source_layers["mode"], "static")
+        self.assertEqual(pattern.mode, "react_loop")
+        self.assertEqual(pattern.source_layers["mode"], "context")
         single = select_execution_pattern(dict(STATIC, multi_action_enabled=False), open_context())
         self.assertEqual((single.mode, single.max_iterations), ("single_action", 1))
+
+    def test_plan_execute_is_refused_by_name(self):
+        """plan_execute is not built: a context configured with it in code is refused with the
+        accepted modes, never run as a react_loop."""
+        with self.assertRaisesRegex(
+            ConfigError,
+            r"^open\.execution_mode='plan_execute' refused: is not built .*; must be one of "
+            r"single_action, react_loop$",
+        ):
+            select_execution_pattern(STATIC, open_context(execution_mode="plan_execute"))
 
     def test_categories_come_from_the_context_as_a_copy(self):
         context = open_context(allowed_tool_categories=["journal", "dangerous"])

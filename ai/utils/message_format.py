@@ -17,9 +17,12 @@ from .sentences import LIST_MARK
 ROLES = ("system", "user", "assistant", "tool")
 SENDABLE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _SENDABLE = frozenset(SENDABLE_KEYS)
+# How a builder's request (``aitask``) reads: the builder's words are data, as a player's.
+REQUEST_VERB = "asks you as a builder"
 # An event line as ``ai.prompt_rendering.render_event`` writes it: the words one quoted unit.
 _EVENT_LINE = re.compile(
-    r"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes), (?P<text>\".*\")$"
+    rf"^(?P<speaker>.+?) (?P<verb>says|whispers to you|emotes|{REQUEST_VERB}), "
+    r"(?P<text>\".*\")$"
 )
 
 
@@ -209,7 +212,7 @@ def read_event(content):
     is no event.
 
     Only the whole line in the contrib's format counts: the words are one quoted unit; the
-    verb is ``says``, ``whispers to you`` or ``emotes``.
+    verb is ``says``, ``whispers to you``, ``emotes`` or ``REQUEST_VERB``.
     """
     content = (content or "").strip()
     match = _EVENT_LINE.match(content)
