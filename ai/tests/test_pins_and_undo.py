@@ -372,7 +372,7 @@ class TestAiHistoryShowsMaskingAndRecords(PinUndoTestCase):
         self.assertRegex(
             output,
             rf"\n {stored['id']} +tool +\d+ +\[masked look, {result['token_count']} tokens, "
-            r"2026-05-01 10:20\]",
+            r"2026-05-01",
         )
         self.assertNotIn("An old oak", output)
         archived = self.call(CmdAiHistory(), f"/archived Helper {stored['id']}")
@@ -427,7 +427,9 @@ class TestPinFactTool(AssistantTestCase):
         self.assertEqual(pin_result["content"], f"Pinned: {PROMISE}")
         self.assertEqual(noop_result["role"], "tool")
         self.assertEqual(fact["content"], f"[PINNED FACT] {PROMISE}")
-        self.assertEqual(fact["metadata"], {"type": "pinned_fact", "by": "assistant"})
+        self.assertEqual(
+            fact["metadata"], {"type": "pinned_fact", "by": "assistant", "context": "tick_event"}
+        )
         self.assertTrue(fact["pinned"])
 
     def test_a_pin_over_the_cap_is_refused_to_the_model(self):
