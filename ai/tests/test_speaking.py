@@ -146,6 +146,20 @@ class TestEchoGuard(SpeakingTestCase):
         self.assertIn("Helper hesitates, and does not answer.", self.heard_text()[heard:])
         self.assertEqual(self.script.conversation_history[-1]["role"], "user", "none recorded")
 
+    def test_a_three_word_stock_reply_to_what_is_asked_for_is_asked_for_again(self):
+        """Qwen2.5-Coder-1.5B answered every question "I remember that." from the 16th line
+        of a conversation on: under any floor of words, and no answer to "what"."""
+        stock = [("say", {"message": "I remember that."})]
+        self.tick_on(stock, text="The ferry leaves at dawn.")
+        result = self.tick_on(stock, "At dawn, Char.", text="When does the ferry leave?")
+        self.assertEqual(result["loop"].repeat_retries, 1)
+        self.assertEqual(result["reply"], "At dawn, Char.")
+
+    def test_the_same_yes_to_two_questions_of_yes_or_no_is_said(self):
+        self.tick_on("Yes.", text="Is the ferry running today?")
+        again = self.tick_on("Yes.", text="Can I bring my horse aboard?")
+        self.assertEqual((again["reply"], again["loop"].repeat_retries), ("Yes.", 0))
+
     def test_not_knowing_may_be_said_to_every_question(self):
         unknown = "I don't know that yet, Char. Tell me and I will remember it."
         self.tick_on(unknown, text="Where did I hide the compass?")

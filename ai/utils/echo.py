@@ -88,17 +88,24 @@ _NOT_KNOWING = re.compile(
 )
 
 
+# A question asking for something ("what", "where") rather than for a yes or a no.
+_ASKS_FOR = re.compile(r"\b(?:what|who|whom|whose|where|when|which|why|how)\b", re.IGNORECASE)
+
+
 def off_topic_repeat(reply, earlier, line, names=()):
     """Tell whether ``reply`` says one of the ``earlier`` replies word for word and shares
     no telling word with ``line``, the question it answers: the stock reply a stuck model
-    gives to every line, questions too, however short ("You can thank <name> for sharing
-    this."). The same answer to the same question shares the question's words; ``names``
-    (the assistant's, the speaker's) count for neither. A statement may get the same
-    acknowledgement each time ("Understood, <name>. I'll remember that."), and any question
-    the same "I don't know that yet".
+    gives to every line, questions too ("You can thank <name> for sharing this.", "I
+    remember that."). The same answer to the same question shares the question's words;
+    ``names`` (the assistant's, the speaker's) count for neither. A statement may get the
+    same acknowledgement each time ("Understood, <name>. I'll remember that."), any question
+    the same "I don't know that yet", and a question of yes or no the same short "Yes, it
+    is." (the word floor holds for those only).
     """
     words = _WORD.findall((reply or "").lower())
-    if len(words) < MIN_WORDS or "?" not in (line or "") or _NOT_KNOWING.search(reply or ""):
+    if "?" not in (line or "") or not words or _NOT_KNOWING.search(reply or ""):
+        return False
+    if len(words) < MIN_WORDS and not _ASKS_FOR.search(line):
         return False
     if not any(_WORD.findall((before or "").lower()) == words for before in earlier):
         return False
