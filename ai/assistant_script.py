@@ -34,6 +34,7 @@ from .prompt_contexts import (
     token_pressure_level,
 )
 from .prompt_rendering import render_event
+from .reflection import reflect_if_due
 from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
 from .sleep.common import is_stuck, record_outcome
@@ -56,7 +57,8 @@ BUILDING_EVENTS = ("given", "request")
 EMERGENCY_EXTRACTION_ITERATIONS = 3
 
 MODES = ("awake", "sleep")
-# Sleep phases: dozing (just fell asleep, nothing runs), then dreaming (the sleep pipeline).
+# Sleep phases: dozing (just fell asleep: only a due reflection runs), then dreaming (the
+# sleep pipeline).
 SLEEP_PHASES = ("dozing", "dreaming")
 
 
@@ -276,10 +278,12 @@ class AssistantScript(DefaultScript):
 
     @defer.inlineCallbacks
     def sleep_tick(self, character, config):
-        """Advance the sleep phases: dozing (nothing runs), then dreaming (the sleep pipeline)."""
+        """Advance the sleep phases: dozing (a reflection, if one is due), then dreaming (the
+        sleep pipeline)."""
         if self.db.sleep_phase != "dreaming":
             self.db.sleep_phase = "dreaming"
-            return {"status": "slept", "mode": "sleep", "phase": "dozing"}
+            reflection = yield reflect_if_due(self, character, config)
+            return {"status": "slept", "mode": "sleep", "phase": "dozing", "reflection": reflection}
         memory = yield run_sleep_tick(self, character)
         return {"status": "slept", "mode": "sleep", "phase": "dreaming", "memory": memory}
 
@@ -329,10 +333,14 @@ class AssistantScript(DefaultScript):
 
     @defer.inlineCallbacks
     def awake_tick(self, character, config):
-        """Compact first if the context is nearly full, then handle the next pending event."""
+        """Compact first if the context is nearly full, then handle the next pending event;
+        with none, reflect if a reflection is due."""
         emergency = yield self.emergency_compaction(character, config)
         event = self.pop_event()
         if event is None:
+            reflection = yield reflect_if_due(self, character, config)
+            if reflection:
+                return dict(reflection, mode="awake", emergency=emergency)
             self.ndb.idle_ticks = (self.ndb.idle_ticks or 0) + 1
             limit = config["sleep_after_idle_ticks"]
             if limit and self.ndb.idle_ticks >= limit:

@@ -50,6 +50,22 @@ def may_supersede(newer_audience, older_audience):
     return sorted(newer_audience or ()) == sorted(older_audience or ())
 
 
+def narrowest(audiences):
+    """Return the audience of what is drawn from items kept for ``audiences``: those who may
+    hear every one of them (``None``: all are public).
+
+    Raises:
+        ValueError: when no one may hear them all (kept private for different listeners).
+    """
+    private = [set(audience) for audience in audiences if audience]
+    if not private:
+        return PUBLIC
+    shared = set.intersection(*private)
+    if not shared:
+        raise ValueError("they were kept private for different listeners")
+    return sorted(shared)
+
+
 def visible_messages(messages, listeners):
     """Return the messages ``listeners`` may hear, in order."""
     return [m for m in messages if may_hear(message_audience(m), listeners)]

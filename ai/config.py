@@ -332,6 +332,13 @@ SCRIPT_CONFIG = {
     "importance_model_scoring": Option(
         False, boolean, "Ask the model to score new journal entries while asleep"
     ),
+    "reflection_threshold": Option(
+        150,
+        int_range(0, 100_000),
+        "Reflect when the importance (0-10 each) of the journal entries since the last "
+        "reflection adds up to this, at the next idle tick or on falling asleep (0: never; see "
+        "docs/context.md)",
+    ),
     "working_memory_ttl": Option(
         1800, int_range(60, 31_536_000), "Seconds of quiet after which a conversation is over"
     ),

@@ -60,7 +60,7 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
         script.get_config("execution_config"), config
     ).sub_agents_enabled
     offered = tools_for(config.tool_filter, config.allowed_tool_categories, sub_agents)
-    schemas = [tool.schema() for tool in offered]
+    schemas = [tool.schema(config.context_type) for tool in offered]
     model = resolve_model(script)
     frame = assemble_prompt(
         script, character, config, model, budget=10**9, history=[], tools=schemas

@@ -175,6 +175,14 @@ class JournalEntry(models.Model):
     model_scored = models.BooleanField(
         default=False, help_text="Its score includes the model's rating; not rated again."
     )
+    cites = models.JSONField(
+        default=list, blank=True, help_text="An insight's sources: the entry ids it came from."
+    )
+    reflected = models.BooleanField(
+        default=False,
+        help_text="Covered by a reflection, or never to be (insights, syntheses; see "
+        "``ai.reflection``).",
+    )
 
     class Meta:
         ordering = ("id",)
@@ -194,6 +202,12 @@ class JournalEntry(models.Model):
                 fields=("db_object", "score", "timestamp"),
                 condition=Q(consolidated=True, archived=False),
                 name="ai_entry_prune_age_idx",
+            ),
+            # The entries the next reflection covers, whose importance an idle tick adds up.
+            models.Index(
+                fields=("db_object", "id"),
+                condition=Q(reflected=False),
+                name="ai_entry_unreflected_idx",
             ),
         ]
         constraints = [

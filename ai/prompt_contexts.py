@@ -114,12 +114,14 @@ Read the event below and reread your journal with review_journal if it helps. As
 - Which mistakes do you keep making?
 - What will you do differently from now on?
 
-Record each insight with add_journal_entry. Call noop when you have nothing more to add."""
+Record each insight with add_journal_entry, in cites the ids of the entries it comes from.
+Call noop when you have nothing more to add."""
 
 REFLECTION_CONT_PROMPT = """You are in the middle of a reflection.
 
 The result of your last journal tool is below. If it prompts a further insight, record it
-with add_journal_entry; otherwise call noop to finish the reflection."""
+with add_journal_entry, in cites the ids of the entries it comes from; otherwise call noop
+to finish the reflection."""
 
 SLEEP_CONSOLIDATE_PROMPT = """You are asleep and consolidating your long-term memory.
 

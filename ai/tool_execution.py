@@ -90,6 +90,8 @@ class LoopResult:
             (a sub-agent's, archived once its result is recorded).
         calls_not_run (list): Names of the tool calls not run because the pattern allows
             one call an answer (``multi_tool_enabled`` off): only an answer's first call runs.
+        tool_result (str): The result of the last tool run, which a run that reached its
+            limit leaves unread (a continuation context may take it up), or None.
     """
 
     context_type: str
@@ -112,6 +114,7 @@ class LoopResult:
     held: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     calls_not_run: list = field(default_factory=list)
+    tool_result: str | None = None
 
 
 # Sent once, after an answer that said again what an earlier reply said (Qwen2.5-Coder-1.5B
@@ -232,6 +235,7 @@ def run_react_loop(
     audience_only=False,
     memories=None,
     assessment=None,
+    tool_result=None,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -258,6 +262,9 @@ def run_react_loop(
             (``ai.task_assessment``): ``recommended_iterations``, ``recommended_mode`` and
             ``recommend_confirm_dangerous``, the third layer beside ``signals``; it may
             only restrict.
+        tool_result (str, optional): The result of a tool an earlier run ran, for the tool
+            result component of the first call (``reflection_cont`` takes up
+            ``reflection``'s).
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -270,7 +277,7 @@ def run_react_loop(
     pattern = select_execution_pattern(static, config, layer3)
     tools = tools_for(config.tool_filter, pattern.allowed_categories, pattern.sub_agents_enabled)
     allowed = {tool.name for tool in tools}
-    schemas = [tool.schema() for tool in tools] or None
+    schemas = [tool.schema(context_type) for tool in tools] or None
     model = resolve_model(script)
     budget = config.token_budget or context_window(script)
     audience = audience or event_audience(event)
@@ -290,7 +297,6 @@ def run_react_loop(
         shown = [message["id"] for message in turn.history() if "id" in message]
         memories = yield recall_for(script, character, config, event, audience, shown)
     result = LoopResult(context_type=context_type, pattern=pattern)
-    tool_result = None
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     iteration, limit = 0, pattern.max_iterations
     while iteration < limit:
@@ -382,6 +388,7 @@ def run_react_loop(
     result.kept = list(turn.local)
     calls = result.iterations + result.echo_retries + result.repeat_retries
     note_run(script, context_type, calls + result.intention_retries, result.stop_reason, audience)
+    result.tool_result = tool_result
     return result
 
 

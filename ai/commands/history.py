@@ -135,7 +135,8 @@ class CmdAiHistory(AssistantCommand):
       aihistory/subagents [<assistant>]
 
     Switches:
-      journal     - the journal's entries in full, newest last (syntheses too)
+      journal     - the journal's entries in full, newest last (syntheses too;
+                    an insight of a reflection with the entries it cites)
       compactions - every compaction (kind, strategy, figures, undone or not),
                     every summary, live or archived, and the syntheses
       archived    - one summary (or masked tool output) in full, then the
@@ -286,6 +287,8 @@ class CmdAiHistory(AssistantCommand):
         blocks = [f"Journal of |w{assistant.key}|n ({count}, newest last):"]
         for entry in entries:
             about = [f"importance {entry.get('importance', '?')}", entry.get("source_type", "?")]
+            if entry.get("cites"):
+                about.append("cites " + ", ".join(entry["cites"]))
             if entry.get("audience"):
                 about.append(describe_audience(entry["audience"]))
             if entry.get("tags"):

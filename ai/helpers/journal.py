@@ -2,8 +2,9 @@
 
 Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_type``,
 ``importance`` (1-10) and ``tags``, plus ``source_message_ids`` naming the history messages
-an entry came from and, for what was learned in private, ``audience`` (who may hear it; see
-``ai.audience``). Each write is bounded in size, and costs the same whatever the journal's
+an entry came from, for what was learned in private ``audience`` (who may hear it; see
+``ai.audience``), and for an insight (source ``reflection``) ``cites``, the ids of the
+entries it came from (see ``ai.reflection``). Each write is bounded in size, and costs the same whatever the journal's
 length: one entry row and one row per distinct word (the index that search reads).
 
 The active journal, which search and recall read, leaves out archived entries (moved out
@@ -45,11 +46,15 @@ RECENT_CITING = 1000
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
 # Words already credited to someone: "<Name> says, ...", "<Name> whispers to you, ...".
 _ATTRIBUTED = re.compile(r"\b[A-Z][\w'-]* (?:says|said|whispers|whispered|asks|asked)\b")
+# The source of an insight, which a reflection writes and which cites entries.
+INSIGHT_SOURCE = "reflection"
+# Entries no reflection covers: insights themselves, and a compaction's whole summary.
+NOT_REFLECTED = (INSIGHT_SOURCE, "compaction")
 
 
 def as_entry(row):
     """Return a journal row as the seeds' entry dict (``audience`` only when private,
-    ``archived`` only when archived)."""
+    ``cites`` only for an insight, ``archived`` only when archived)."""
     entry = {
         "id": row.entry_id,
         "timestamp": row.timestamp.isoformat(),
@@ -61,6 +66,8 @@ def as_entry(row):
     }
     if row.audience:
         entry["audience"] = list(row.audience)
+    if row.cites:
+        entry["cites"] = list(row.cites)
     if row.archived:
         entry["archived"] = True
     return entry
@@ -82,7 +89,7 @@ def listed(entries):
     earlier one told: listed as it is, each would open like the one before it. It is listed
     as its marker and the statements that the synthesis before it (for the same audience)
     did not hold: what that compaction kept of the newer messages (all of its statements,
-    marked, when it kept nothing new).
+    marked, when it kept nothing new). An insight is marked with the entries it cites.
 
     Args:
         entries (list): Journal entries, oldest first (as :func:`journal_entries` gives them).
@@ -93,6 +100,9 @@ def listed(entries):
     earlier = {}  # audience -> the words of the latest synthesis it may hear
     lines = []
     for entry in entries:
+        if entry["source_type"] == INSIGHT_SOURCE:
+            lines.append(f"{insight_mark(entry)} {one_line(entry['content'])}")
+            continue
         if entry["source_type"] != "compaction":
             lines.append(one_line(entry["content"]))
             continue
@@ -106,6 +116,11 @@ def listed(entries):
         earlier[audience] = set(plain_words(entry["content"]))
         lines.append(f"{head} {' / '.join(statements)}")
     return lines
+
+
+def insight_mark(entry):
+    """Return how a listing marks an insight: ``[reflection on <id>, <id>]``."""
+    return f"[reflection on {', '.join(entry.get('cites') or ()) or 'nothing'}]"
 
 
 def synthesis_statements(content):
@@ -153,6 +168,7 @@ def add_entry(
     source_message_ids=(),
     max_chars=MAX_ENTRY_CHARS,
     audience=None,
+    cites=(),
 ):
     """Append one entry to the journal and return it.
 
@@ -168,6 +184,7 @@ def add_entry(
         max_chars (int or None): The content's length limit; None for none (a compaction's
             synthesis is as long as its summary).
         audience (list, optional): The dbrefs that may hear it; None for anyone.
+        cites (iterable): For an insight, the ids of the entries it came from.
 
     Raises:
         ValueError: for empty or oversized content or an importance out of range.
@@ -194,6 +211,8 @@ def add_entry(
             score=heuristic_importance(content, source_type, importance, tags),
             source_message_ids=list(source_message_ids),
             audience=sorted(audience) if audience else None,
+            cites=list(cites),
+            reflected=source_type in NOT_REFLECTED,
         )
         JournalWord.objects.bulk_create(
             JournalWord(entry=row, db_object_id=character.id, word=word)

@@ -41,6 +41,9 @@ class Tool:
         parameters (dict): JSON schema (of type object) of the arguments.
         categories (frozenset): Names from ``TOOL_CATEGORIES``.
         handler (callable): ``handler(ctx, **arguments) -> ToolResult``.
+        context_parameters (dict): Parameter name -> the context types whose calls are
+            offered it; elsewhere the schema sent leaves it out (it costs every call's
+            prompt), and the handler refuses it.
 
     Raises:
         ValueError: for a malformed name or schema, or an unknown category.
@@ -51,6 +54,7 @@ class Tool:
     parameters: dict
     categories: frozenset
     handler: Callable
+    context_parameters: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not _NAME.match(self.name or ""):
@@ -69,15 +73,20 @@ class Tool:
         except SchemaError as err:
             raise ValueError(f"Tool {self.name}: invalid parameters schema: {err.message}") from err
 
-    def schema(self):
-        """Return the tool in the OpenAI ``tools`` format, its parameters without the limits
-        that only validation needs (see ``SENT_KEYWORDS``)."""
+    def schema(self, context_type=None):
+        """Return the tool in the OpenAI ``tools`` format, as offered in ``context_type``: its
+        parameters without the limits that only validation needs (see ``SENT_KEYWORDS``),
+        nor those of ``context_parameters`` that this context is not offered."""
+        parameters = _sent_schema(self.parameters)
+        for name, contexts in self.context_parameters.items():
+            if context_type not in contexts:
+                parameters["properties"].pop(name, None)
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _sent_schema(self.parameters),
+                "parameters": parameters,
             },
         }
 

@@ -2,10 +2,13 @@
 
 Entity profiles live in their own table (``helpers.entity_context``). What a tool writes
 is kept for the turn's audience (``ai.audience``), and what it reads back is only what
-that audience may hear.
+that audience may hear. While the assistant reflects (``ai.reflection``), a journal entry
+is an insight that cites the entries it came from (``helpers.insights``); nowhere else
+may an entry cite any, so a player's words never become an insight.
 """
 
 from ..helpers.entity_context import add_observation
+from ..helpers.insights import write_insight
 from ..helpers.journal import (
     MAX_ENTRY_CHARS,
     add_entry,
@@ -20,9 +23,20 @@ from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
 
+# The contexts of a reflection, where a journal entry is an insight.
+REFLECTING = ("reflection", "reflection_cont")
 
-def add_journal_entry(ctx, content, importance=5, tags=()):
-    """Write a journal entry sourced from the turn's messages."""
+
+def add_journal_entry(ctx, content, importance=5, tags=(), cites=()):
+    """Write a journal entry sourced from the turn's messages (an insight, when reflecting)."""
+    if ctx.context_type in REFLECTING:
+        return add_insight(ctx, content, importance, tags, cites)
+    if cites:
+        return ToolResult(
+            ok=False,
+            content="Not journaled: only an insight written while reflecting cites entries; "
+            "journal what was said as a fact, naming who said it, without cites.",
+        )
     source_type = "pre_compaction" if ctx.context_type == "pre_compaction" else "conversation"
     said = sentences(content or "")
     if said and all(sentence.endswith("?") for sentence in said):
@@ -64,9 +78,34 @@ def add_journal_entry(ctx, content, importance=5, tags=()):
     )
 
 
+def add_insight(ctx, content, importance, tags, cites):
+    """Write an insight of the reflection under way, citing entries it was shown."""
+    offered = (ctx.event or {}).get("offered") or ()
+    same = find_same(ctx.character, content, ctx.audience)
+    if same and same["source_type"] == "reflection":
+        return ToolResult(ok=True, content=f"Already journaled as {same['id']}.")
+    try:
+        entry, ignored = write_insight(
+            ctx.character, content, cites, offered, ctx.audience, importance, tags
+        )
+    except ValueError as err:
+        return ToolResult(ok=False, content=f"Not journaled: {err}.")
+    note = f" (Not cited, not shown in this reflection: {', '.join(ignored)}.)" if ignored else ""
+    return ToolResult(
+        ok=True,
+        content=f"Journaled insight {entry['id']}, citing {', '.join(entry['cites'])}.{note}",
+        data={"entry": entry},
+    )
+
+
 def review_journal(ctx, query=None, limit=5):
-    """List the most recent journal entries, newest first, optionally matching ``query``."""
+    """List the most recent journal entries, newest first, optionally matching ``query``.
+
+    While reflecting, what it lists may be cited too (``offered`` of the reflection's event).
+    """
     found = search_entries(ctx.character, query, limit, audience=ctx.audience)
+    if ctx.context_type in REFLECTING and ctx.event is not None:
+        ctx.event.setdefault("offered", []).extend(entry["id"] for entry in found)
     if not (found or search_entries(ctx.character, None, 1, audience=ctx.audience)):
         return ToolResult(ok=True, content="The journal is empty.", data={"entries": []})
     if not found:
@@ -112,12 +151,19 @@ register_tool(
                     "items": {"type": "string"},
                     "maxItems": 8,
                 },
+                "cites": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 128},
+                    "maxItems": 20,
+                    "description": "Ids of the journal entries this insight comes from.",
+                },
             },
             "required": ["content"],
             "additionalProperties": False,
         },
         categories=frozenset({"journal"}),
         handler=add_journal_entry,
+        context_parameters={"cites": REFLECTING},
     )
 )
 register_tool(

@@ -1,0 +1,121 @@
+"""Insights: the journal entries a reflection writes, and the entries waiting for one.
+
+An insight is a journal entry of source ``reflection`` that cites the entries it came from
+(``JournalEntry.cites``). It may cite only real entries of its assistant that the
+reflection was shown, must say something that none of them says alone, and is kept for
+the narrowest audience of what it cites and of the reflection that wrote it
+(``ai.audience.narrowest``): reflecting on a whisper never makes it public.
+
+Every other entry waits for a reflection (``JournalEntry.reflected`` False) until one
+covers it; ``pending_importance`` adds up what waits, for the trigger in ``ai.reflection``.
+"""
+
+from django.db.models import F, FloatField, Sum
+from django.db.models.functions import Coalesce
+
+from ..audience import narrowest
+from ..models import JournalEntry
+from ..utils.echo import is_echo
+from .journal import INSIGHT_SOURCE, add_entry, digest
+
+
+def pending_entries(character, limit):
+    """Return up to ``limit`` entries no reflection has covered yet, oldest first (rows)."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
+    return list(rows.order_by("id")[:limit])
+
+
+def pending_importance(character):
+    """Return the summed importance of the entries no reflection has covered yet.
+
+    An entry's importance is its score (0-10, see ``ai.importance_scoring``), or the
+    writer's importance for an entry scored before scores existed. One indexed query.
+    """
+    rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
+    importance = Coalesce(F("score"), F("importance"), output_field=FloatField())
+    total = rows.aggregate(total=Sum(importance))
+    return float(total["total"] or 0)
+
+
+def latest_entry_id(character):
+    """Return the row id of the journal's newest entry (0 when it is empty)."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id).order_by("-id")
+    return rows.values_list("id", flat=True).first() or 0
+
+
+def insights_after(character, row_id):
+    """Return the insights written after the entry of row id ``row_id``, oldest first."""
+    rows = JournalEntry.objects.filter(
+        db_object_id=character.id, id__gt=row_id, source_type=INSIGHT_SOURCE
+    )
+    return list(rows.order_by("id"))
+
+
+def mark_reflected(rows):
+    """Mark journal ``rows`` as covered by a reflection."""
+    JournalEntry.objects.filter(id__in=[row.id for row in rows]).update(reflected=True)
+
+
+def write_insight(character, content, cites, offered, audience, importance=5, tags=()):
+    """Write an insight citing ``cites``, or refuse it.
+
+    Args:
+        character (AssistantCharacter): Whose journal.
+        content (str): The insight.
+        cites (list): The ids of the entries it came from, as the model gave them.
+        offered (iterable): The entry ids the reflection was shown; only those may be cited.
+        audience (list or None): The reflection's audience (what it was shown).
+        importance (int): 1 to 10.
+        tags (iterable): Short labels.
+
+    Returns:
+        tuple: ``(entry, ignored)``: the entry written and the cited ids left out (not
+        shown in this reflection, or no entry of this journal).
+
+    Raises:
+        ValueError: saying why, for the model: no real citation, a copy of a cited entry,
+            entries kept for different listeners, or what ``add_entry`` refuses.
+    """
+    wanted = list(dict.fromkeys(str(entry_id) for entry_id in cites or ()))
+    shown = set(offered)
+    rows = {
+        row.entry_id: row
+        for row in JournalEntry.objects.filter(
+            db_object_id=character.id, entry_id__in=[i for i in wanted if i in shown]
+        )
+    }
+    cited = [rows[entry_id] for entry_id in wanted if entry_id in rows]
+    ignored = [entry_id for entry_id in wanted if entry_id not in rows]
+    if not cited:
+        raise ValueError(
+            "an insight cites, in cites, the ids of the journal entries it comes from, "
+            "as listed in this reflection"
+            + (f" (not among them: {', '.join(ignored)})" if ignored else "")
+        )
+    copied = next(
+        (
+            row
+            for row in cited
+            if row.normalized == digest(content) or is_echo(content, row.content)
+        ),
+        None,
+    )
+    if copied:
+        raise ValueError(
+            f"it repeats entry {copied.entry_id}; an insight says what the entries mean "
+            "together, in your own words"
+        )
+    try:
+        kept_for = narrowest([audience, *(row.audience for row in cited)])
+    except ValueError as err:
+        raise ValueError(f"the entries it cites cannot make one insight: {err}") from err
+    entry = add_entry(
+        character,
+        content,
+        source_type=INSIGHT_SOURCE,
+        importance=importance,
+        tags=tags,
+        audience=kept_for,
+        cites=[row.entry_id for row in cited],
+    )
+    return entry, ignored
