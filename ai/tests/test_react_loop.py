@@ -114,7 +114,8 @@ class TestMessageShapes(LoopTestCase):
             result = self.run_loop(llm, context="reflection")
         self.assertEqual(result.tools_called, ["add_journal_entry", "noop"])
         self.assertEqual(self.script.conversation_history, [])
-        self.assertIn("Result of your last action: Journaled", llm.calls[1][-1]["content"])
+        # An insight without cites is refused; its result still reaches the next call.
+        self.assertIn("Result of your last action: Not journaled", llm.calls[1][-1]["content"])
 
 
 class TestFullTickWithTools(AssistantTestCase):
