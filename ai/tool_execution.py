@@ -333,7 +333,8 @@ def run_react_loop(
             thinking.watch(calling)
         answer = yield calling
         speaking = config.speaks and event
-        nudge = _nudge(script, answer, event, history, result) if speaking else None
+        earlier = _recent_replies(history) if speaking else ()
+        nudge = _nudge(script, answer, event, earlier, result) if speaking else None
         if nudge:
             answer = yield call_llm(
                 script,
@@ -343,9 +344,12 @@ def run_react_loop(
                 cache_points=points,
             )
         if speaking and answer.ok and _announces_only(answer):
-            answer = _withhold_announcement(script, character, answer, audience, result)
-        elif nudge and answer.ok and _stuck(script, _said_in(answer.as_message()), event, history):
-            answer = _withhold_stock_reply(script, character, answer, audience, result)
+            why = "an announced tool use never made"
+            answer = _withhold(script, character, answer, audience, why, result.intentions_withheld)
+        elif nudge and answer.ok and _stuck(script, _said_in(answer.as_message()), event, earlier):
+            answer = _withhold(
+                script, character, answer, audience, "a stock reply given again", result.withheld
+            )
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -451,14 +455,15 @@ def recall_for(script, character, config, event, audience, shown=()):
     return [describe_memory(memory) for memory in found]
 
 
-def _nudge(script, answer, event, history, result):
+def _nudge(script, answer, event, earlier, result):
     """Return what to ask the model once more when ``answer`` only announces a tool use,
     echoes or repeats, else None.
 
     Asked once a turn: a second announcement or echo is withheld; a second repeat is said
     (the same question may deserve the same answer) unless it is a stock reply again (see
     ``_stuck``), which is withheld. A model that announces while offered
-    tools natively gets them listed as text from now on, this retry included.
+    tools natively gets them listed as text from now on, this retry included. ``earlier``
+    holds the recent replies (``_recent_replies``).
     """
     if result.echo_retries or result.repeat_retries or result.intention_retries:
         return None
@@ -473,7 +478,7 @@ def _nudge(script, answer, event, history, result):
         result.echo_retries += 1
         return echoed.format(speaker=_speaker(event))
     said = _said_in(answer.as_message())
-    if repeats_itself(said, _recent_replies(history)) or _stuck(script, said, event, history):
+    if repeats_itself(said, earlier) or _stuck(script, said, event, earlier):
         result.repeat_retries += 1
         return REPEAT_NUDGE.format(speaker=_speaker(event))
     return None
@@ -491,11 +496,11 @@ def _recent_replies(history):
     return earlier
 
 
-def _stuck(script, said, event, history):
-    """Tell whether ``said`` is a recent reply again, word for word, with nothing of the
-    line it answers (see ``off_topic_repeat``)."""
+def _stuck(script, said, event, earlier):
+    """Tell whether ``said`` is one of the ``earlier`` replies again, word for word, with
+    nothing of the line it answers (see ``off_topic_repeat``)."""
     names = (script.obj.key, event.get("speaker_name"))
-    return off_topic_repeat(said, _recent_replies(history), event.get("text"), names)
+    return off_topic_repeat(said, earlier, event.get("text"), names)
 
 
 def _speaker(event):
@@ -534,26 +539,17 @@ def _announces_only(answer):
     return only_announces(_heard(answer))
 
 
-def _withhold_announcement(script, character, answer, audience, result):
-    """Keep an answer that only announces a tool use from the room; return it emptied.
+def _withhold(script, character, answer, audience, why, withheld):
+    """Keep ``answer`` from the room and return it emptied, noting what it said in
+    ``withheld``.
 
-    Its ``say`` calls are dropped with its text: nothing of it is said or recorded. The
-    audience sees ``NO_ANSWER_EMOTE``, so that a player knows no answer came.
+    Nothing of it is said or recorded (said and recorded, a stock reply would teach the
+    model to give it to every line). The audience sees ``NO_ANSWER_EMOTE``, so that a
+    player knows no answer came.
     """
     text = _heard(answer).strip()
-    logger.log_warn(f"AI {script.label}: withheld an announced tool use never made: {text[:60]}")
-    result.intentions_withheld.append(text)
-    if character.location is not None:
-        emote(character, NO_ANSWER_EMOTE.format(name=character.key), audience)
-    return replace(answer, content="", tool_calls=[])
-
-
-def _withhold_stock_reply(script, character, answer, audience, result):
-    """Keep a stock reply given again after ``REPEAT_NUDGE`` from the room; return the
-    answer emptied. Said and recorded, it would teach the model to give it to every line."""
-    text = _said_in(answer.as_message())
-    logger.log_warn(f"AI {script.label}: withheld a stock reply given again: {text[:60]}")
-    result.withheld.append(text)
+    logger.log_warn(f"AI {script.label}: withheld {why}: {text[:60]}")
+    withheld.append(text)
     if character.location is not None:
         emote(character, NO_ANSWER_EMOTE.format(name=character.key), audience)
     return replace(answer, content="", tool_calls=[])

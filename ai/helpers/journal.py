@@ -134,7 +134,8 @@ def synthesis_statements(content):
 
 
 def recent_entries(character, audience, limit):
-    """Return the newest ``limit`` active entries ``audience`` may hear, oldest first."""
+    """Return those of the newest ``limit`` active entries that ``audience`` may hear,
+    oldest first (``limit`` bounds the rows read, not the entries returned)."""
     rows = JournalEntry.objects.filter(db_object_id=character.id, archived=False)
     rows = rows.order_by("-id")[:limit]
     return [as_entry(row) for row in reversed(rows) if may_hear(row.audience, audience)]

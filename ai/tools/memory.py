@@ -46,9 +46,8 @@ def store_memory(ctx, content, importance=5):
     journaled = set()
     for known in recent_entries(ctx.character, ctx.audience, GROUNDING_ENTRIES):
         journaled.update(plain_words(known["content"]))
-    why = unfounded(content, journaled)
+    why = unfounded(content, journaled, "your journal")
     if why:
-        why = why.replace("the conversation", "your journal")
         return ToolResult(ok=False, content=f"Not stored: {why}.")
     try:
         entry = add_entry(

@@ -68,23 +68,23 @@ def transcript_words(messages):
     return words
 
 
-def unfounded(fact, source_words):
-    """Return why ``fact`` may not be journaled from a transcript of ``source_words``, or
-    None when it may: it must be no placeholder, no narration, and be told by the transcript.
+def unfounded(fact, source_words, source="the conversation"):
+    """Return why ``fact`` may not be kept from ``source`` (its words ``source_words``), or
+    None when it may: it must be no placeholder, no narration, and be told by the source.
     """
     if looks_like_markup(fact or ""):
         return "it is markup or code, not a sentence; write the fact itself in plain words"
     if PLACEHOLDER.search(fact or ""):
-        return "it copies a placeholder of the instructions (<...>), not the conversation"
+        return f"it copies a placeholder of the instructions (<...>), not {source}"
     if is_narration(fact):
         return (
-            "it tells what you do or will do, not a fact of the conversation; write the fact "
+            f"it tells what you do or will do, not a fact of {source}; write the fact "
             "itself, naming who said it"
         )
     exact, telling = key_terms(fact)
     missing = sorted(exact - source_words)
     if missing:
-        return f"the conversation never mentions {', '.join(missing)}"
+        return f"{source} never mentions {', '.join(missing)}"
     if len(telling & source_words) < GROUNDED_WORD_SHARE * len(telling):
-        return "most of its words are not in the conversation; save only what was said there"
+        return f"most of its words are not in {source}; save only what was said there"
     return None
