@@ -121,8 +121,9 @@ def invented(texts, conversation):
             stem = word.split("'")[0]  # "Ada's" is Ada
             if stem in said or word in said or word in ALWAYS_ALLOWED:
                 continue
-            # "Let's", "Thank": a contraction or a verb at a sentence start is no name.
-            common = word in COMMON_STARTS or stem in COMMON_STARTS
+            # "Let's", "Thank", "Hiding the map...": a contraction, a verb or a verb's -ing
+            # form at a sentence start is no name.
+            common = word in COMMON_STARTS or stem in COMMON_STARTS or word.endswith("ing")
             if common and _starts_sentence(text, match.start()):
                 continue
             found.append(Finding(match.group(), text))

@@ -166,6 +166,11 @@ class DetectorTest(TestCase):
             "- You said, Yes, I can tell. Can you wait?",
         ]
         self.assertEqual(detectors.invented(labelled, self.conversation), [])
+        gerund = ['- You said "It is crowded. Hiding the map there is an idea."']
+        self.assertEqual(detectors.invented(gerund, self.conversation), [])
+        self.assertEqual(
+            [f.what for f in detectors.invented(["Ada met Hiding."], self.conversation)], ["Hiding"]
+        )
 
     def test_an_attribution_opening_a_line_is_no_name(self):
         texts = ["According to Ada, the vault password is thistle."]
