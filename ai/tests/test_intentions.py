@@ -29,6 +29,9 @@ ANNOUNCING = [
     "I'm going to look around.",
     "Okay. Let me just quickly check the notes for you.",
     "I shall put the <thing> in my notebook.",
+    'You can use the "recall_memories" tool to search your long-term memory for that.',
+    'You will use the "search_history" tool to find out what Char said about it.',
+    "We could call the review_journal tool for that.",
 ]
 ANSWERING = [
     "I will meet you at the gate.",
@@ -48,6 +51,8 @@ ANSWERING = [
     "I will not note that.",
     'The password is "<word>", Char.',
     "I'll be at the inn until dusk.",
+    "You can use the old_mill road to get there.",
+    "The password is swift_river, Char.",
 ]
 
 
@@ -81,6 +86,15 @@ class TestTheLoopNeverSaysAnIntention(AssistantTestCase):
         self.assertEqual(nudge["role"], "user")
         self.assertIn("use it now, or answer Char directly", nudge["content"])
         self.assertNotIn("note that down", self.heard_text())
+
+    def test_advice_to_use_a_tool_is_asked_for_again_not_said(self):
+        """Qwen2.5-Coder-1.5B answered three of six questions of a conversation with
+        'You can use the "recall_memories" tool to search your long-term memory ...'."""
+        advice = 'You can use the "recall_memories" tool to search your long-term memory.'
+        result = self.tick_on(advice, "Under the boat shed, Char.", text="Where is the map?")
+        self.assertEqual(result["reply"], "Under the boat shed, Char.")
+        self.assertEqual(result["loop"].intention_retries, 1)
+        self.assertNotIn("recall_memories", self.heard_text())
 
     def test_a_model_that_keeps_announcing_says_nothing_of_it(self):
         result = self.tick_on(

@@ -5,8 +5,10 @@ Small models offered tools they do not call well say what they would do ("I will
 is no answer. A sentence announces when the speaker, in the first person, is about to do
 (``I will``, ``I'll``, ``I'm going to``, ``let me``...) something a tool does: note,
 record, remember, journal, look, check, search, or add, write, save something to a journal,
-notes or memory. A reply that also says something else (an answer, a fact, a number) is an
-answer: only replies whose sentences are announcements and acknowledgements count.
+notes or memory; so does one telling anyone to use a tool it names in code ("You can use
+the "<tool_name>" tool"). A reply that also says something else (an answer, a fact, a
+number) is an answer: only replies whose sentences are announcements and acknowledgements
+count.
 
 A leaf module: the standard library and the sentence splitter only.
 """
@@ -41,6 +43,14 @@ _STORE_VERB = r"(?:add|put|write|save|store|enter|file|keep|place|include|update
 _STORE_PLACE = r"(?:journal|notes?|notebook|memory|memories|records?|log|diary|list)"
 # Naming a tool or a function to call ("I'll use the add_journal_entry tool").
 _TOOL_NAMED = r"(?:use|call|run|invoke)\s+(?:\w+\s+){0,3}?(?:tool|function|\w+_\w+)"
+# Telling anyone, themselves included, to use a tool named in code ("You can use the
+# "recall_memories" tool to ..."): the model reading its instructions aloud; no player has
+# tools, so it is never an answer.
+_TOOL_ADVICE = re.compile(
+    r"\b(?:(?:you|we|i|one)\s+(?:\w+\s+){0,2}?)?(?:use|call|run|invoke)\s+(?:the\s+|my\s+|"
+    r"your\s+)?(?:[\"“'`]\w+_\w+[\"”'`]|\w+_\w+\s+(?:tool|function)\b)",
+    re.I,
+)
 
 _ANNOUNCES = re.compile(
     rf"{_INTENT}{_FILLER}\s+(?:{_TOOL_VERB}|{_TOOL_NAMED}|"
@@ -66,7 +76,7 @@ def announcement(sentence):
     Quoted text is never read as the announcement (it may quote anyone).
     """
     blanked = QUOTED.sub(lambda match: '"' + "_" * (len(match.group(0)) - 2) + '"', sentence)
-    found = _ANNOUNCES.search(blanked)
+    found = _ANNOUNCES.search(blanked) or _TOOL_ADVICE.search(sentence)
     return found.start() if found else None
 
 
