@@ -23,7 +23,8 @@ from ..audience import may_hear
 from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
 from ..utils.facts import plain_words
-from ..utils.grounding import survives
+from ..utils.faithfulness import check_summary, read_transcript
+from ..utils.grounding import survives, transcript_words, unfounded
 from ..utils.markers import SYNTHESIS_MARKER
 from ..utils.message_format import one_line, read_event, summary_items
 from ..utils.sentences import sentences
@@ -346,6 +347,26 @@ def search_entries(
             ranked.append(((score, row.importance, row.id), row))
     ranked.sort(key=lambda item: item[0], reverse=True)
     return [as_entry(row) for _, row in ranked[:limit]]
+
+
+def transcript_fact(fact, messages, assistant_name):
+    """Return ``fact`` as a note of ``messages`` may keep it, and why not when it may not.
+
+    It must be told by what players said (``unfounded``), and words it credits to someone
+    who did not say them go to the one who did, as a summary's do (the quality gate's
+    check): read later, a wrong speaker is a swap.
+
+    Returns:
+        tuple: ``(fact, None)``, the fact credited to its speaker, or ``(None, why)``.
+    """
+    why = unfounded(fact, transcript_words(messages))
+    if why:
+        return None, why
+    transcript = read_transcript(messages, assistant_name)
+    fact, _ = check_summary(credited(fact, messages), transcript)
+    if not fact:
+        return None, "it tells what the conversation does not show"
+    return fact, None
 
 
 def credited(content, messages):

@@ -15,9 +15,9 @@ from ..helpers.journal import (
     add_entry,
     cited_messages,
     count_entries,
-    credited,
     entries_citing,
     find_same,
+    transcript_fact,
 )
 from ..prompt_contexts import (
     CONTEXT_PRE_COMPACTION,
@@ -25,7 +25,6 @@ from ..prompt_contexts import (
     system_prompt_override,
 )
 from ..tool_execution import run_react_loop
-from ..utils.grounding import transcript_words, unfounded
 from ..utils.markers import SAVED_HEADER
 from ..utils.message_format import one_line
 
@@ -151,7 +150,9 @@ def stated_facts(text):
     """Return the lines of a text answer that state facts: list marks removed, one a line."""
     facts = []
     for line in (text or "").splitlines():
-        line = _LIST_MARK.sub("", line).strip().strip('"')
+        line = _LIST_MARK.sub("", line).strip()
+        if len(line) > 1 and line[0] == line[-1] == '"':
+            line = line[1:-1]  # a whole quoted line; a quotation inside it keeps its marks
         if (
             len(line.split()) >= MIN_FACT_WORDS
             and not line.endswith("?")
@@ -167,16 +168,14 @@ def journal_stated_facts(character, texts, history, audience=PUBLIC):
 
     A model that answers the extraction in prose ("1. <name> said <fact>.") still stated
     facts worth keeping; each line that the transcript tells (``ai.utils.grounding``: no
-    narration of its own work, no name or number the history lacks) becomes an entry citing
-    the messages it came from, kept for the ``audience`` of the run that stated it.
+    narration of its own work, no name or number the history lacks), credited to whoever said
+    its words, becomes an entry citing the messages it came from, kept for the ``audience``
+    of the run that stated it.
     """
-    told = transcript_words(history)
     for text in texts:
         for fact in stated_facts(text):
-            if unfounded(fact, told):
-                continue
-            fact = credited(fact, history)
-            if find_same(character, fact, audience):
+            fact, why = transcript_fact(fact, history, character.key)
+            if why or find_same(character, fact, audience):
                 continue
             add_entry(
                 character,

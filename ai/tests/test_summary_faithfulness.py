@@ -379,6 +379,21 @@ class TestExtractionGrounding(FaithfulnessTestCase):
             wait_for(run_pre_compaction_extraction(self.script, self.assistant))
         self.assertEqual([e["content"] for e in journal_entries(self.assistant)], [self.TOLD])
 
+    def test_a_fact_in_a_prose_answer_credited_to_the_wrong_player_goes_to_its_speaker(self):
+        """Qwen2.5-Coder-1.5B's extraction wrote 'Sten says, "My cat is called Pippin."' in
+        prose: another player had said it, and Sten's cat had another name."""
+        talk(self.script, ['Char says, "My cat is called Ember."'])
+        prose = (
+            '- Char says, "My sister Maren keeps 14 goats on the hill."\n- Char2 says, '
+            '"My cat is called Ember."'
+        )
+        with ScriptedLLM(prose) as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        kept = [e["content"] for e in journal_entries(self.assistant)]
+        self.assertEqual(len(kept), 2, kept)
+        self.assertTrue(kept[1].startswith("Char says"), kept)
+
     def test_a_compaction_keeps_only_the_grounded_entries_extraction_made(self):
         calls = [("add_journal_entry", {"content": c}) for c in (self.NARRATION, self.TOLD)]
         with ScriptedLLM(calls, [("noop", {})], "- Char2 said the ferry leaves at nine.") as llm:

@@ -9,15 +9,7 @@ may an entry cite any, so a player's words never become an insight.
 
 from ..helpers.entity_context import add_observation
 from ..helpers.insights import write_insight
-from ..helpers.journal import (
-    MAX_ENTRY_CHARS,
-    add_entry,
-    credited,
-    find_same,
-    search_entries,
-)
-from ..utils.faithfulness import check_summary, read_transcript
-from ..utils.grounding import transcript_words, unfounded
+from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same, search_entries, transcript_fact
 from ..utils.sentences import sentences
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
@@ -46,17 +38,9 @@ def add_journal_entry(ctx, content, importance=5, tags=(), cites=()):
         )
     if source_type == "pre_compaction":
         # Notes taken before a compaction stand for the transcript: they tell only what it says.
-        why = unfounded(content, transcript_words(ctx.source_messages))
+        content, why = transcript_fact(content, ctx.source_messages, ctx.character.key)
         if why:
             return ToolResult(ok=False, content=f"Not journaled: {why}.")
-        # Words credited to a player who did not say them go to the one who did, as a
-        # summary's do (the quality gate's check): read later, a wrong speaker is a swap.
-        transcript = read_transcript(ctx.source_messages, ctx.character.key)
-        content, _ = check_summary(credited(content, ctx.source_messages), transcript)
-        if not content:
-            return ToolResult(
-                ok=False, content="Not journaled: it tells what the conversation does not show."
-            )
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         # Every extraction rereads the history it is given: keep one entry per fact.
