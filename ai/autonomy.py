@@ -4,8 +4,8 @@ On an awake tick with no pending event (and ``autonomy_enabled``), one indexed q
 whether the assistant has an active goal; without one, nothing else runs and the tick
 costs what an idle tick always cost. With one, the tick does at most one of these:
 
-1. ``goal_decompose`` for the most urgent goal never broken into steps (see
-   ``ai.goal_decomposition``). A failure is retried after ``autonomous_interval`` x 2^n
+1. ``goal_decompose`` for the most urgent goal of its own (a step of no goal) never broken
+   into steps (see ``ai.goal_decomposition``). A failure is retried after ``autonomous_interval`` x 2^n
    ticks (n: its failures in a row, kept on the goal, so a reload does not retry at once;
    16 times the interval at most), and not after ``MAX_DECOMPOSE_FAILURES``: the goal is
    then pursued whole.
@@ -25,7 +25,7 @@ from django.utils import timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .goal_decomposition import decompose_goal
+from .goal_decomposition import start_decomposition
 from .helpers.goals import awaiting_decomposition, goal_urgency, has_active_goals, next_step
 from .models import Goal
 from .prompt_contexts import CONTEXT_TICK_AUTONOMOUS
@@ -66,12 +66,14 @@ def pursue_goals(script, character, config):
     """
     if not config["autonomy_enabled"] or not has_active_goals(character):
         return None
+    if script.ndb.decomposition is not None:
+        return None  # a builder's aigoal/decompose is at work
     state = _state(script)
     state["tick"] += 1
     interval = config["autonomous_interval"]
     goal = _due_decomposition(character, config, state)
     if goal is not None:
-        done = yield decompose_goal(script, character, goal)
+        done = yield start_decomposition(script, character, goal)
         if not done.added:
             state["retry"][goal.id] = state["tick"] + backoff_ticks(
                 interval, done.goal.decompose_failures

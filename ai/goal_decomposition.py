@@ -47,6 +47,22 @@ class Decomposition:
     reply: str = ""
 
 
+def start_decomposition(script, character, goal):
+    """Start :func:`decompose_goal`, kept in ``script.ndb.decomposition`` until it ends, so
+    that a tick does not break a goal down while a builder's ``aigoal/decompose`` does.
+
+    Returns:
+        Deferred: Fires with a :class:`Decomposition`.
+    """
+    running = script.ndb.decomposition = decompose_goal(script, character, goal)
+
+    def ended(result):
+        script.ndb.decomposition = None
+        return result
+
+    return running.addBoth(ended)
+
+
 @defer.inlineCallbacks
 def decompose_goal(script, character, goal):
     """Ask the model to break ``goal`` into sub-goals, and add them when the reply is usable.

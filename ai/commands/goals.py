@@ -4,7 +4,7 @@ import re
 
 from evennia.utils.ansi import raw
 
-from ..goal_decomposition import decompose_goal
+from ..goal_decomposition import start_decomposition
 from ..helpers.goals import (
     DEFAULT_PRIORITY,
     GoalLimits,
@@ -128,7 +128,10 @@ class CmdAiGoal(AssistantCommand):
         if goal.status != "active":
             self.refuse(f"Goal #{goal.id} is {goal.status}; only an active goal is broken down.")
         self.tell(f"Asking {assistant.key}'s model to break goal #{goal.id} down...")
-        running = decompose_goal(assistant.assistant_script, assistant, goal)
+        script = assistant.assistant_script
+        if script.ndb.decomposition is not None:
+            self.refuse(f"{assistant.key} is breaking a goal down already; try again soon.")
+        running = start_decomposition(script, assistant, goal)
         running.addCallback(lambda done: self.tell(_decomposed(done)))
         running.addErrback(lambda failure: self.tell(f"Failed: {failure.getErrorMessage()}"))
 

@@ -276,20 +276,15 @@ def next_step(character):
 
 
 def awaiting_decomposition(character, max_depth):
-    """Return the active goals, most urgent first, that were never broken into steps and
-    may be: no sub-goal of any status, not a step of a decomposition, above the deepest
-    level ``max_depth``."""
-    tree = goal_tree(character)
-    parents = set(
-        Goal.objects.filter(db_object_id=character.id, parent__isnull=False).values_list(
-            "parent_id", flat=True
-        )
+    """Return the active goals of their own (steps of no goal), most urgent first, that
+    were never broken into steps: no sub-goal of any status. None when ``max_depth`` allows
+    no steps."""
+    if max_depth < 2:
+        return []
+    goals = Goal.objects.filter(
+        db_object_id=character.id, status="active", parent__isnull=True, children__isnull=True
     )
-    return [
-        goal
-        for goal, depth in tree
-        if goal.id not in parents and goal.source != "decomposition" and depth < max_depth
-    ]
+    return sorted(goals, key=urgency_key)
 
 
 def goal_urgency(goal):

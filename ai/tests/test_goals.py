@@ -16,7 +16,7 @@ from ai.helpers.goals import GoalLimits, add_goal, goal_tree
 from ai.models import Goal
 from ai.prompt_contexts import GOAL_DECOMPOSE_PROMPT
 
-from .support import AssistantTestCase, During, ScriptedLLM, record_messages
+from .support import AssistantTestCase, During, ScriptedLLM, record_messages, wait_for
 
 AUTONOMOUS_MARK = STEP_INSTRUCTION.split(".")[0]
 DECOMPOSE_MARK = GOAL_DECOMPOSE_PROMPT.splitlines()[0]
@@ -153,7 +153,7 @@ class TestDecomposition(GoalTestCase):
         with ScriptedLLM('["Sweep the floor", "Dust the shelves"]') as llm:
             self.script.set_config("llm_model", llm.model)
             self.char1.execute_cmd(f"aigoal/decompose Helper = {goal.id}")
-            self.tick()  # lets the reactor run the call the command started
+            wait_for(self.script.ndb.decomposition)
         heard = "\n".join(map(str, self.builder_heard))
         self.assertIn(f"Goal #{goal.id} now has 2 steps", heard)
         self.assertEqual(len(self.goals(parent=goal)), 2)
