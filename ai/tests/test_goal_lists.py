@@ -42,6 +42,12 @@ class TestShapes(TestCase):
             sub_goal_items(reply), ["Find the <thing>.", "Ask <name> about it.", "Bring it back."]
         )
 
+    def test_a_listed_step_keeps_its_words_unless_they_only_say_its_order(self):
+        reply = "1. First step\n2. Second step\n3. Then, ask <name> about it"
+        self.assertEqual(
+            sub_goal_items(reply), ["First step", "Second step", "Ask <name> about it"]
+        )
+
     def test_repeats_are_left_out(self):
         self.assertEqual(
             sub_goal_items("1. Find it\n2. find it\n3. Keep it"), ["Find it", "Keep it"]

@@ -57,6 +57,10 @@ class GoalTestCase(AssistantTestCase):
         self.char1.execute_cmd(line)
         return strip_ansi("\n".join(map(str, self.builder_heard[since:])))
 
+    def builder_words(self, line):
+        """What the builder read, its wrapping at 78 columns undone."""
+        return " ".join(self.builder(line).split())
+
     def goals(self, **filters):
         return list(Goal.objects.filter(db_object_id=self.assistant.id, **filters))
 
@@ -90,9 +94,10 @@ class TestLimits(GoalTestCase):
         self.script.set_config("goal_max_depth", 2)
         first = self.give_goal("One")
         step = self.give_goal("Two", parent=first)
-        self.assertIn("goal_max_active (2)", self.builder("aigoal/add Helper = Three"))
-        self.builder(f"aigoal/done Helper = {step.id}")
-        self.assertIn("goal_max_depth (2)", self.builder(f"aigoal/add Helper = #{step.id} Deep"))
+        self.assertIn("goal_max_active (2)", self.builder_words("aigoal/add Helper = Three"))
+        self.script.set_config("goal_max_active", 3)
+        deep = self.builder_words(f"aigoal/add Helper = #{step.id} Deep")
+        self.assertIn("goal_max_depth (2)", deep)
         self.builder(f"aigoal/drop Helper = {step.id}")
         self.assertEqual([goal.text for goal in self.goals(status="active")], ["One"])
 
@@ -100,9 +105,9 @@ class TestLimits(GoalTestCase):
         top = self.give_goal("Top")
         middle = self.give_goal("Middle", parent=top)
         low = self.give_goal("Low", parent=middle)
-        heard = self.builder(f"aigoal/move Helper = {top.id} {low.id}")
+        heard = self.builder_words(f"aigoal/move Helper = {top.id} {low.id}")
         self.assertIn("a goal cannot be a step of itself", heard)
-        heard = self.builder(f"aigoal/move Helper = {top.id} {top.id}")
+        heard = self.builder_words(f"aigoal/move Helper = {top.id} {top.id}")
         self.assertIn("a goal cannot be a step of itself", heard)
         tree = [(goal.text, depth) for goal, depth in goal_tree(self.assistant)]
         self.assertEqual(tree, [("Top", 1), ("Middle", 2), ("Low", 3)])
@@ -301,18 +306,21 @@ class TestPlayersAndPrivacy(GoalTestCase):
 
     def test_an_adopted_goal_is_the_players_and_a_whispered_one_stays_private(self):
         adopt = [("add_goal", {"text": "Find the ring Char lost"}), ("say", {"message": "I will."})]
-        with ScriptedLLM(adopt, "Hello, Char2.") as llm:
+        with ScriptedLLM(adopt, "Hello, Char2.", "Not yet, Char.") as llm:
             self.script.set_config("llm_model", llm.model)
             self.char1.execute_cmd("whisper Helper = Please find the ring I lost.")
             self.tick()
             self.hear("Hello Helper.", speaker=self.char2)
             self.tick()
+            self.char1.execute_cmd("whisper Helper = Any luck?")
+            self.tick()
         (goal,) = self.goals()
         self.assertEqual(goal.source, "player")
         self.assertEqual(goal.origin, f"Char ({self.char1.dbref})")
         self.assertEqual(goal.audience, [self.char1.dbref])
-        self.assertIn("Find the ring Char lost", str(llm.calls[0][-1:]) + str(llm.calls[1]))
-        self.assertNotIn("ring", str(llm.calls[-1]), "the public turn never sees the goal")
+        public, private = str(llm.calls[1]), str(llm.calls[2])
+        self.assertNotIn("ring", public, "the public turn never sees the goal")
+        self.assertIn(f"- #{goal.id} Find the ring Char lost (asked by Char", private)
 
     def test_an_autonomous_turn_on_a_whispered_goal_speaks_to_the_whisperer_alone(self):
         self.script.set_config("goal_max_depth", 1)

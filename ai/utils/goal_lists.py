@@ -24,12 +24,14 @@ _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.S)
 # Keys under which a JSON object holds the list, or an item its text.
 _LIST_KEYS = ("sub_goals", "subgoals", "sub-goals", "goals", "steps", "tasks", "items", "list")
 _TEXT_KEYS = ("goal", "sub_goal", "subgoal", "text", "description", "step", "task", "title", "name")
-# Words that open a step in prose ("First, ...", "Then ...") and say nothing of it.
-_SEQUENCE_WORDS = re.compile(
+# Words that open a step in prose ("First, ...", "Then ...") and say nothing of it. In a
+# list they are left out only before a comma or colon: "1. First step" keeps its words.
+_SEQUENCE = (
     r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|then|next|after that|afterwards|finally|"
-    r"lastly|and then|and)\b[,:]?\s*",
-    re.I,
+    r"lastly|and then|and)\b"
 )
+_SEQUENCE_WORDS = re.compile(_SEQUENCE + r"[,:]?\s*", re.I)
+_PUNCTUATED_SEQUENCE_WORDS = re.compile(_SEQUENCE + r"[,:]\s*", re.I)
 
 
 def sub_goal_items(reply):
@@ -49,8 +51,10 @@ def sub_goal_items(reply):
         items = _json_items(candidate)
         if items is not None:
             return _cleaned(items)
-    items = _listed_lines(text) or _prose_steps(text)
-    return _cleaned(items)
+    items = _listed_lines(text)
+    if items:
+        return _cleaned(items, _PUNCTUATED_SEQUENCE_WORDS)
+    return _cleaned(_prose_steps(text))
 
 
 def usable_sub_goals(reply, least=2, most=6, max_chars=None):
@@ -117,11 +121,11 @@ def _prose_steps(text):
     return [step for step in steps if step.strip()]
 
 
-def _cleaned(items):
+def _cleaned(items, sequence_words=_SEQUENCE_WORDS):
     cleaned, seen = [], set()
     for item in items:
         item = " ".join(item.replace("**", "").replace("__", "").split())
-        item = _SEQUENCE_WORDS.sub("", item).strip(" -:")
+        item = sequence_words.sub("", item).strip(" -:")
         if item and item[0].islower():
             item = item[0].upper() + item[1:]
         if item and item.lower() not in seen:
