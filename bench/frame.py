@@ -37,7 +37,7 @@ sys.path.insert(
 )
 from play import run_in_reactor  # noqa: E402  (demo/play.py)
 
-# Around the smallest window set_config accepts at the defaults (1,500), and above it.
+# Around the smallest window set_config accepts at the defaults (1,900), and above it.
 WINDOWS = (1200, 1300, 1400, 1500, 2000, 2500)
 TICKS = 40
 
