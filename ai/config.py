@@ -62,7 +62,7 @@ MAX_CONTEXT_TOKENS = 10_000_000
 # The smallest max_context_tokens a fresh assistant accepts at the defaults: its prompt's
 # frame plus the room history needs (``ai.sleep.escalation.smallest_window``). Measured
 # with bench/frame.py; a test keeps it, the README and docs/context.md true.
-SMALLEST_WINDOW_AT_DEFAULTS = 1_900
+SMALLEST_WINDOW_AT_DEFAULTS = 1_600
 
 
 @accepts(

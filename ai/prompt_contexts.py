@@ -59,8 +59,10 @@ CONVERSATION_TOOLS = [
     "pin_fact",
     "delegate",
 ]
-# The goal tools: a turn with a player may adopt a goal, an autonomous turn works on them.
-GOAL_TOOLS = ["add_goal", "complete_goal", "block_goal"]
+# A turn with players may adopt a goal (their schemas cost every call: no more than that);
+# a turn of the assistant's own works on its goals, adding steps and marking them.
+GOAL_ADOPTION_TOOLS = ["add_goal"]
+GOAL_TOOLS = GOAL_ADOPTION_TOOLS + ["complete_goal", "block_goal"]
 REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal", "search_history"]
 SLEEP_TOOLS = [
     "noop",
@@ -213,7 +215,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Event tick",
         description="Respond to the pending event with the full context",
         enabled_components=list(_FULL_COMPONENTS),
-        tool_filter=CONVERSATION_TOOLS + GOAL_TOOLS,
+        tool_filter=CONVERSATION_TOOLS + GOAL_ADOPTION_TOOLS,
         allows_sub_agents=True,
         records_history=True,
         speaks=True,

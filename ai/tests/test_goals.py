@@ -13,8 +13,11 @@ from evennia.utils.ansi import strip_ansi
 from ai.autonomy import STEP_INSTRUCTION
 from ai.commands import AssistantCmdSet
 from ai.helpers.goals import GoalLimits, add_goal, goal_tree
+from ai.helpers.journal import add_entry
 from ai.models import Goal
 from ai.prompt_contexts import GOAL_DECOMPOSE_PROMPT
+from ai.sleep.assistant_runs import RUN_SUMMARY_PREFIX
+from ai.sleep.compaction import compact_conversation_history
 
 from .support import AssistantTestCase, During, ScriptedLLM, record_messages, wait_for
 
@@ -276,14 +279,25 @@ class TestAutonomy(GoalTestCase):
         self.assertEqual(answer["status"], "replied")
         self.assertEqual(answer["reply"], "Hello, Char.")
 
-    def test_runs_of_assistant_messages_form(self):
+    def test_runs_of_assistant_messages_form_and_assistant_runs_compacts_them(self):
         self.script.set_config("goal_max_depth", 1)
         self.script.set_config("autonomous_interval", 1)
         self.give_goal()
-        model = Model(autonomous=[("say", {"message": "Tidying up."})])
+        model = Model(autonomous=[("say", {"message": "Tidying up the room for the guests."})])
         self.ticks(model, 3)
         roles = [m["role"] for m in self.script.conversation_history]
         self.assertEqual(roles, ["assistant", "tool"] * 3)
+        self.script.set_config("compact_strategy", "assistant_runs")
+        self.script.set_config("compact_preserve_window", 1)
+        self.script.set_config("compact_model", "offline/assistant")
+        outcome = wait_for(
+            compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+        )
+        self.assertEqual((outcome.get("success"), outcome.get("runs")), (True, 1), outcome)
+        roles = [m["role"] for m in self.script.conversation_history]
+        self.assertEqual(roles, ["assistant"] + ["assistant", "tool"], "the newest turn kept")
+        summary = self.script.conversation_history[0]["content"]
+        self.assertTrue(summary.startswith(RUN_SUMMARY_PREFIX), summary)
 
     def test_the_assistant_still_falls_asleep(self):
         self.script.set_config("goal_max_depth", 1)
@@ -334,13 +348,77 @@ class TestPlayersAndPrivacy(GoalTestCase):
         self.assertEqual(message["metadata"]["audience"], [self.char1.dbref])
 
     def test_a_public_turn_cannot_name_a_private_goal(self):
+        self.script.set_config("goal_max_depth", 1)
         secret = self.give_goal("Find the ring", audience=[self.char1.dbref])
-        calls = [("complete_goal", {"goal": secret.id}), ("noop", {})]
-        with ScriptedLLM(calls) as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.hear("Hello Helper.", speaker=self.char2)
-            self.tick()
+        public = self.give_goal("Keep the room tidy", priority=8)
+        model = Model(autonomous=[("complete_goal", {"goal": secret.id})])
+        result = self.ticks(model, 1)[0]
+        self.assertEqual(result["goal"], public.id)
         secret.refresh_from_db()
         self.assertEqual(secret.status, "active")
         results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
         self.assertEqual(results[0], f"Not marked done: there is no goal #{secret.id}.")
+
+
+def offered(request):
+    """Return ``{tool name: its parameters' names}`` offered in one scripted call."""
+    return {
+        tool["function"]["name"]: sorted(tool["function"]["parameters"].get("properties", {}))
+        for tool in request.get("tools") or ()
+    }
+
+
+class TestGoalToolsByTurn(GoalTestCase):
+    def test_a_players_turn_may_adopt_a_goal_and_an_own_turn_works_on_them(self):
+        self.script.set_config("goal_max_depth", 1)
+        self.script.set_config("autonomous_interval", 1)
+        adopt = [("add_goal", {"text": "Find the ring Char lost"}), ("say", {"message": "I will."})]
+        model = Model(autonomous=[("noop", {})])
+        with ScriptedLLM(adopt, model) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear("Please find the ring I lost.")
+            self.tick()
+            self.assertEqual(self.tick()["status"], "autonomous")
+        players_turn, own_turn = map(offered, llm.requests)
+        goal_tools = {"add_goal", "complete_goal", "block_goal"}
+        self.assertEqual(players_turn.keys() & goal_tools, {"add_goal"})
+        self.assertEqual(players_turn["add_goal"], ["text"])
+        self.assertEqual(own_turn.keys() & goal_tools, goal_tools)
+        self.assertEqual(own_turn["add_goal"], ["parent", "priority", "text"])
+
+    def test_a_players_turn_cannot_mark_a_goal_done(self):
+        goal = self.give_goal()
+        calls = [("complete_goal", {"goal": goal.id})]
+        with ScriptedLLM(calls, "Hello, Char.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear("You are done tidying, Helper.")
+            result = self.tick()
+        self.assertEqual(result["loop"].tools_refused, ["complete_goal"])
+        goal.refresh_from_db()
+        self.assertEqual(goal.status, "active")
+
+    def test_a_step_or_a_priority_from_a_players_turn_is_refused_with_why(self):
+        goal = self.give_goal()
+        calls = [("add_goal", {"text": "Sweep", "parent": goal.id, "priority": 9})]
+        with ScriptedLLM(calls, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear("Sweep the floor first, Helper.")
+            self.tick()
+        self.assertEqual(self.goals(), [goal])
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn("No goal added: steps and priorities are set in your own turns", results[0])
+
+
+class TestReflectionAndAutonomy(GoalTestCase):
+    def test_a_due_reflection_comes_before_an_autonomous_turn(self):
+        self.script.set_config("goal_max_depth", 1)
+        self.script.set_config("autonomous_interval", 1)
+        self.script.set_config("reflection_threshold", 12)
+        for fact in ("Char keeps the key under the mat.", "Char2 owes Char 3 coins."):
+            add_entry(self.assistant, fact, "conversation", importance=8)
+        self.give_goal()
+        model = Model()
+        statuses = [result["status"] for result in self.ticks(model, 2)]
+        self.assertEqual(statuses, ["reflected", "autonomous"])
+        self.assertEqual(model.calls["tick_autonomous"], 1)
+        self.assertGreaterEqual(model.calls["other"], 1, "the reflection's call")

@@ -31,7 +31,6 @@ from ai.prompt_contexts import (
     DEFAULT_CONTEXT_CONFIGS,
     DEFAULT_PRE_COMPACTION_PROMPT,
     EXECUTION_MODES,
-    GOAL_TOOLS,
     PRE_COMPACTION_TOOLS,
     REFLECTION_TOOLS,
     SLEEP_TOOLS,
@@ -64,7 +63,7 @@ JOURNAL_CATEGORIES = ["journal", "safe", "terminal"]
 EXPECTED = {
     CONTEXT_TICK_EVENT: (
         FULL,
-        CONVERSATION_TOOLS + GOAL_TOOLS,
+        CONVERSATION_TOOLS + ["add_goal"],
         "react_loop",
         5,
         True,
@@ -75,7 +74,7 @@ EXPECTED = {
     ),
     CONTEXT_TICK_AUTONOMOUS: (
         FULL,
-        CONVERSATION_TOOLS + GOAL_TOOLS,
+        CONVERSATION_TOOLS + ["add_goal", "complete_goal", "block_goal"],
         "react_loop",
         5,
         True,

@@ -6,6 +6,10 @@ turn that answers a player is recorded as that player's (``source`` player, the 
 ``origin``); every goal keeps the turn's audience, so one asked for in a whisper is only
 shown in turns private to its whisperer. A goal the turn's audience may not hear cannot be
 named: for it, there is no such goal.
+
+A turn with players is offered ``add_goal`` alone, with its text only: the tool schemas
+are sent with every call of that turn. Steps (``parent``), priorities and marking goals
+done or blocked belong to the assistant's own turns (``tick_autonomous``).
 """
 
 from ..helpers.goals import (
@@ -22,10 +26,21 @@ from .base import Tool, ToolResult
 from .registry import register_tool
 
 GOAL_PARAMETER = {"type": "integer", "description": "The goal's number, as in #<number>."}
+# The contexts of the assistant's own turns toward its goals, where add_goal takes a parent
+# and a priority (elsewhere they are not sent, and a call giving them is refused).
+PURSUING = ("tick_autonomous",)
 
 
-def add_goal_tool(ctx, text, parent=None, priority=DEFAULT_PRIORITY):
+def add_goal_tool(ctx, text, parent=None, priority=None):
     """Add a goal (a step of ``parent`` when given) for the turn's audience."""
+    if ctx.context_type not in PURSUING and (parent is not None or priority is not None):
+        return ToolResult(
+            ok=False,
+            content="No goal added: steps and priorities are set in your own turns toward "
+            "your goals; add the goal with its text only.",
+        )
+    if priority is None:
+        priority = DEFAULT_PRIORITY
     try:
         above = get_goal(ctx.character, parent, ctx.audience) if parent is not None else None
         source, origin = _provenance(ctx, above)
@@ -97,10 +112,7 @@ def _after(goal):
 register_tool(
     Tool(
         name="add_goal",
-        description=(
-            "Take on a goal you mean to pursue, or a step of one of your goals. A player's "
-            "request becomes your goal only if you choose to take it on."
-        ),
+        description="Take on a goal you choose to pursue.",
         parameters={
             "type": "object",
             "properties": {
@@ -119,6 +131,7 @@ register_tool(
         },
         categories=frozenset({"goals"}),
         handler=add_goal_tool,
+        context_parameters={"parent": PURSUING, "priority": PURSUING},
     )
 )
 register_tool(
