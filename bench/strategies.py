@@ -6,9 +6,11 @@ later; now and then the tavern goes quiet and the assistant sleeps. The window i
 so the history is compacted several times. The same scenario runs once per strategy, on
 the offline engine, each with a fresh cast; then again with a builder's goal and, after
 every third line, three quiet ticks in which the assistant takes autonomous turns toward it
-(``with_autonomous_turns``: its ``autonomous_turns`` are counted, and an ``assistant_runs``
-compaction reports its ``runs``). Prints JSON, one entry per scenario and strategy:
+(``with_autonomous_turns``: its ``autonomous_turns`` are counted). Prints JSON, one entry
+per scenario and strategy:
 
+- ``runs_compacted``: the runs of assistant messages that ``assistant_runs`` compactions
+  replaced (``runs`` of each such compaction, added up);
 - ``compactions``: each compaction's kind, strategy and history tokens before and after;
 - ``model_calls``: the calls the engine answered, by purpose (conversation, summary,
   extraction, other); what a strategy spends is its summary and extraction calls;
@@ -275,6 +277,7 @@ def play(strategy, calls, scenario=SCENARIO, goal=None):
     figures = {"autonomous_turns": autonomous} if goal else {}
     return {
         **figures,
+        "runs_compacted": sum(compaction.get("runs", 0) for compaction in compactions),
         "compactions": compactions,
         "model_calls": dict(spent),
         "facts": dict(Counter(places.values())),
