@@ -12,6 +12,7 @@ from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer, threads
 
 from .audience import event_audience, with_audience
+from .autonomy import pursue_goals
 from .config import (
     CROSS_CHECKS,
     EMOTE_FIELD,
@@ -334,18 +335,24 @@ class AssistantScript(DefaultScript):
     @defer.inlineCallbacks
     def awake_tick(self, character, config):
         """Compact first if the context is nearly full, then handle the next pending event;
-        with none, reflect if a reflection is due."""
+        with none, reflect if a reflection is due, else pursue the goals (``ai.autonomy``)."""
         emergency = yield self.emergency_compaction(character, config)
         event = self.pop_event()
         if event is None:
+            # A due reflection comes first: it reads what the turns before it journaled,
+            # and it is not idleness (the tick does not count toward sleep).
             reflection = yield reflect_if_due(self, character, config)
             if reflection:
                 return dict(reflection, mode="awake", emergency=emergency)
+            # Otherwise the tick is idle, whatever autonomy does in it: an assistant with
+            # goals still falls asleep (see ai.autonomy).
             self.ndb.idle_ticks = (self.ndb.idle_ticks or 0) + 1
             limit = config["sleep_after_idle_ticks"]
             if limit and self.ndb.idle_ticks >= limit:
                 self.fall_asleep(plural(self.ndb.idle_ticks, "idle tick"))
-            return {"status": "idle", "mode": "awake", "emergency": emergency}
+                return {"status": "idle", "mode": "awake", "emergency": emergency}
+            pursued = yield pursue_goals(self, character, config)
+            return dict(pursued or {"status": "idle"}, mode="awake", emergency=emergency)
         self.ndb.idle_ticks = 0
         stored = self.append_message(
             {

@@ -62,7 +62,7 @@ MAX_CONTEXT_TOKENS = 10_000_000
 # The smallest max_context_tokens a fresh assistant accepts at the defaults: its prompt's
 # frame plus the room history needs (``ai.sleep.escalation.smallest_window``). Measured
 # with bench/frame.py; a test keeps it, the README and docs/context.md true.
-SMALLEST_WINDOW_AT_DEFAULTS = 1_500
+SMALLEST_WINDOW_AT_DEFAULTS = 1_600
 
 
 @accepts(
@@ -348,6 +348,21 @@ SCRIPT_CONFIG = {
         "Order of the prompt: seed (component ID order) or cache_friendly (history right after "
         "the character context, what changes every call after it; see docs/context.md)",
     ),
+    "autonomy_enabled": Option(
+        True,
+        boolean,
+        "Pursue active goals on idle awake ticks (decompose, then autonomous turns); an "
+        "assistant without goals costs nothing more",
+    ),
+    "autonomous_interval": Option(
+        6,
+        int_range(1, 10_000),
+        "Idle awake ticks between two autonomous turns (doubled after each turn that achieves "
+        "nothing, up to 16 times)",
+    ),
+    "goal_max_active": Option(20, int_range(1, 1000), "Active goals an assistant may hold"),
+    "goal_max_depth": Option(3, int_range(1, 10), "Levels of the goal tree (1: no sub-goals)"),
+    "goal_max_chars": Option(300, int_range(10, 5000), "Characters of one goal's text"),
     "prompt_cache_hints": Option(
         True,
         boolean,

@@ -329,3 +329,45 @@ class WorkingMemory(models.Model):
 
     def __str__(self):
         return f"{self.speaker_name}: {self.turns} turns"
+
+
+GOAL_STATUSES = ("active", "done", "blocked", "dropped")
+GOAL_SOURCES = ("builder", "player", "self", "decomposition")
+
+
+class Goal(models.Model):
+    """One goal of an assistant: a node of its goal tree (see ``helpers.goals``).
+
+    A goal is never deleted: it is done, blocked (with a reason) or dropped, and kept. A
+    goal asked for in a whisper keeps that whisper's ``audience``, as journal entries do.
+    """
+
+    db_object = models.ForeignKey(
+        "objects.ObjectDB", on_delete=models.CASCADE, related_name="ai_goals"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    text = NulSafeTextField()
+    status = models.CharField(max_length=16, default="active")
+    priority = models.PositiveSmallIntegerField(default=5, help_text="1 (low) to 10 (urgent).")
+    source = models.CharField(max_length=16, help_text="builder, player, self or decomposition.")
+    audience = models.JSONField(
+        null=True, blank=True, help_text="Dbrefs who may hear it; null for anyone."
+    )
+    origin = NulSafeCharField(
+        max_length=255, blank=True, default="", help_text="What it came from: who, or what."
+    )
+    reason = NulSafeTextField(blank=True, default="", help_text="Why it is blocked or dropped.")
+    decompose_failures = models.PositiveSmallIntegerField(
+        default=0, help_text="Unusable decompositions in a row (their retries back off)."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_object", "status"), name="ai_goal_status_idx")]
+
+    def __str__(self):
+        return f"#{self.id} {self.status}: {self.text[:40]}"

@@ -59,6 +59,10 @@ CONVERSATION_TOOLS = [
     "pin_fact",
     "delegate",
 ]
+# A turn with players may adopt a goal (their schemas cost every call: no more than that);
+# a turn of the assistant's own works on its goals, adding steps and marking them.
+GOAL_ADOPTION_TOOLS = ["add_goal"]
+GOAL_TOOLS = GOAL_ADOPTION_TOOLS + ["complete_goal", "block_goal"]
 REFLECTION_TOOLS = ["noop", "add_journal_entry", "review_journal", "search_history"]
 SLEEP_TOOLS = [
     "noop",
@@ -211,7 +215,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Event tick",
         description="Respond to the pending event with the full context",
         enabled_components=list(_FULL_COMPONENTS),
-        tool_filter=list(CONVERSATION_TOOLS),
+        tool_filter=CONVERSATION_TOOLS + GOAL_ADOPTION_TOOLS,
         allows_sub_agents=True,
         records_history=True,
         speaks=True,
@@ -221,7 +225,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Autonomous tick",
         description="Pursue the active goals when no event is waiting",
         enabled_components=list(_FULL_COMPONENTS),
-        tool_filter=list(CONVERSATION_TOOLS),
+        tool_filter=CONVERSATION_TOOLS + GOAL_TOOLS,
         dangerous_requires_confirm=True,
         allows_sub_agents=True,
         records_history=True,
@@ -557,6 +561,9 @@ def _apply_signals(pattern, signals):
             pattern._require_confirm("signal:recent_errors")
         elif errors >= 2:
             pattern._cap_iterations(2, "signal:recent_errors")
+    if signals.get("goal_urgency") == "low":
+        # A goal of low priority gets a short turn; an urgent one no more than its context.
+        pattern._cap_iterations(2, "signal:goal_urgency")
     event_class = signals.get("event_class")
     if event_class == "communication":
         pattern._restrict_mode("single_action", "signal:event_class")
@@ -573,8 +580,8 @@ def select_execution_pattern(static_config, context_config, llm_assessment=None)
         context_config (ContextConfig): Layer 2, the context type's limits.
         llm_assessment (dict, optional): Layer 3: ``recommended_iterations``,
             ``recommended_mode``, ``recommend_confirm_dangerous`` and ``context_signals``
-            (``token_pressure``, ``recent_errors``, ``event_class``). Values it cannot use
-            are ignored, so a bad assessment never widens anything.
+            (``token_pressure``, ``recent_errors``, ``event_class``, ``goal_urgency``). Values
+            it cannot use are ignored, so a bad assessment never widens anything.
 
     Returns:
         ExecutionPattern: The effective limits and the layer that set each.

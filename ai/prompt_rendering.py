@@ -3,9 +3,9 @@
 from dataclasses import dataclass, field
 
 from django.utils import timezone
-from evennia.utils.dbserialize import deserialize
 
 from .helpers.entity_context import observations_for
+from .helpers.goals import describe_goal, goal_tree
 from .helpers.journal import search_entries, shared_words
 from .helpers.memory_links import remembered_entries
 from .helpers.working_memory import conversations
@@ -17,6 +17,9 @@ MAX_BUFFER_LINES = 10
 MAX_RECALLED_ENTRIES = 3
 # Lines of one recalled compaction synthesis, at most.
 MAX_SYNTHESIS_LINES = 3
+# Goals the goals component lists at most, the most urgent first.
+MAX_GOAL_LINES = 12
+GOALS_HEADER = "Your goals, most urgent first (#<number> names a goal for the goal tools):"
 
 
 @dataclass
@@ -193,10 +196,15 @@ def render_context_buffer(state):
 
 
 def render_goals(state):
-    goals = deserialize(state.character.db.goals) or []
-    if not goals:
+    """The active goals the turn's audience may hear, most urgent first, each step under
+    its goal; at most ``MAX_GOAL_LINES`` (the least urgent are left out, and counted)."""
+    tree = goal_tree(state.character, state.audience)
+    if not tree:
         return ""
-    return "Your goals:\n" + "\n".join(f"- {one_line(goal)}" for goal in goals)
+    lines = [f"{'  ' * (depth - 1)}- {describe_goal(goal)}" for goal, depth in tree]
+    if len(lines) > MAX_GOAL_LINES:
+        lines = lines[:MAX_GOAL_LINES] + [f"(and {len(lines) - MAX_GOAL_LINES} less urgent)"]
+    return GOALS_HEADER + "\n" + "\n".join(lines)
 
 
 def render_pending_event(state):

@@ -3,8 +3,8 @@
 Each iteration assembles the context type's prompt, calls the model once, appends the
 assistant message and one tool message per call (so history can be sent back unchanged),
 and stops on: a terminal tool, ``noop``, no tool call, a tool outside the context's filter
-(not run), a dangerous tool awaiting confirmation, a model error, or the pattern's
-iteration limit. An answer's writes run before its other calls, and what it says is said
+(not run), a dangerous tool awaiting confirmation, a model error, the pattern's
+iteration limit, or (for a turn of the assistant's own) a player's event waiting. An answer's writes run before its other calls, and what it says is said
 once they ran: when a write failed, its reply is held back and the model asked again with
 the failure in view, so that the assistant never claims what did not happen. An answer
 whose dangerous call waits for a builder says nothing yet: its words wait with the call
@@ -61,7 +61,8 @@ class LoopResult:
         tools_called (list): Names of the tools run, in order.
         tools_refused (list): Names of the tools called that the context does not offer.
         stop_reason (str): ``terminal_tool``, ``noop``, ``no_tool_call``, ``tool_not_allowed``,
-            ``awaiting_confirmation``, ``llm_error`` or ``max_iterations``.
+            ``awaiting_confirmation``, ``llm_error``, ``max_iterations`` or ``yielded`` (an
+            event came, see ``yields_to_events``).
         said (list): What the assistant said in the room.
         pattern (ExecutionPattern): The execution pattern that governed the loop.
         last_answer (LLMResult): The last model answer.
@@ -236,6 +237,7 @@ def run_react_loop(
     memories=None,
     assessment=None,
     tool_result=None,
+    yields_to_events=False,
 ):
     """Run the ReAct loop of ``context_type`` for ``character``.
 
@@ -265,6 +267,8 @@ def run_react_loop(
         tool_result (str, optional): The result of a tool an earlier run ran, for the tool
             result component of the first call (``reflection_cont`` takes up
             ``reflection``'s).
+        yields_to_events (bool): End the loop before its next model call when an event
+            waits (a turn of the assistant's own never keeps a player waiting).
 
     Returns:
         Deferred: Fires with a :class:`LoopResult`.
@@ -300,6 +304,9 @@ def run_react_loop(
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     iteration, limit = 0, pattern.max_iterations
     while iteration < limit:
+        if iteration and yields_to_events and script.db.pending_events:
+            result.stop_reason = "yielded"  # a player waits: answered next tick
+            break
         iteration += 1
         history = turn.history()
         prompt = assemble_prompt(

@@ -37,8 +37,8 @@ sys.path.insert(
 )
 from play import run_in_reactor  # noqa: E402  (demo/play.py)
 
-# Around the smallest window set_config accepts at the defaults (1,500), and above it.
-WINDOWS = (1200, 1300, 1400, 1500, 2000, 2500)
+# Around the smallest window set_config accepts at the defaults (1,600), and above it.
+WINDOWS = (1200, 1300, 1400, 1500, 1600, 2000, 2500)
 TICKS = 40
 
 

@@ -4,8 +4,13 @@ Three players talk to the assistant in a tavern, plant facts, have it read thing
 room (the ``look`` tool, whose outputs are the bulk masking works on) and ask about both
 later; now and then the tavern goes quiet and the assistant sleeps. The window is small,
 so the history is compacted several times. The same scenario runs once per strategy, on
-the offline engine, each with a fresh cast. Prints JSON, one entry per strategy:
+the offline engine, each with a fresh cast; then again with a builder's goal and, after
+every third line, three quiet ticks in which the assistant takes autonomous turns toward it
+(``with_autonomous_turns``: its ``autonomous_turns`` are counted). Prints JSON, one entry
+per scenario and strategy:
 
+- ``runs_compacted``: the runs of assistant messages that ``assistant_runs`` compactions
+  replaced (``runs`` of each such compaction, added up);
 - ``compactions``: each compaction's kind, strategy and history tokens before and after;
 - ``model_calls``: the calls the engine answered, by purpose (conversation, summary,
   extraction, other); what a strategy spends is its summary and extraction calls;
@@ -88,6 +93,17 @@ SCENARIO = [
     ("Carol", "How much silver does Alice owe the innkeeper?"),
     ("Alice", "What is the password for the cellar door?"),
 ]
+# The same conversation with a builder's goal, and quiet spells in which the assistant's
+# idle ticks are autonomous turns toward it: consecutive assistant messages, the runs that
+# assistant_runs compacts (conversation alone forms none: a reply is one model call).
+QUIET = "quiet"
+QUIET_TICKS = 3
+GOAL = "Keep the tavern welcoming"
+AUTONOMOUS_SCENARIO = [
+    item
+    for index, step in enumerate(SCENARIO)
+    for item in ([step, QUIET] if step != SLEEP and index % 3 == 2 else [step])
+]
 ANSWERS = {
     "Who should a courier for the Dunmere road ask?": "Hilda",
     "What is the grey cat on the notice board called?": "Pepper",
@@ -142,8 +158,9 @@ def count_calls(counter):
     responder.respond = counted
 
 
-def build_cast(strategy):
-    """Create the tavern, its things, three players and an assistant using ``strategy``."""
+def build_cast(strategy, goal=None):
+    """Create the tavern, its things, three players and an assistant using ``strategy``
+    (with ``goal``, a builder's goal it pursues on every quiet tick, whole)."""
     from evennia.utils import create
 
     room = create.create_object(
@@ -173,6 +190,12 @@ def build_cast(strategy):
         ("memory_enabled", False),
     ):
         script.set_config(name, value)
+    if goal:
+        from ai.helpers.goals import GoalLimits, add_goal
+
+        script.set_config("autonomous_interval", 1)
+        script.set_config("goal_max_depth", 1)  # pursued whole: no decomposition call
+        add_goal(assistant, goal, "builder", GoalLimits.of(script))
     return players, assistant
 
 
@@ -212,14 +235,20 @@ def fact_places(script, character):
 
 
 @defer.inlineCallbacks
-def play(strategy, calls):
-    """Play the scenario under ``strategy``; fire with its figures."""
-    players, assistant = build_cast(strategy)
+def play(strategy, calls, scenario=SCENARIO, goal=None):
+    """Play ``scenario`` under ``strategy`` (the assistant pursuing ``goal``, if given); fire
+    with its figures."""
+    players, assistant = build_cast(strategy, goal)
     script = assistant.assistant_script
-    compactions, answers, peak = [], [], 0.0
+    compactions, answers, peak, autonomous = [], [], 0.0, 0
     before = Counter(calls)
-    for step in SCENARIO:
-        if step == SLEEP:
+    for step in scenario:
+        if step == QUIET:
+            results = []
+            for _ in range(QUIET_TICKS):
+                results.append((yield script.at_repeat()))
+            autonomous += sum(result.get("status") == "autonomous" for result in results)
+        elif step == SLEEP:
             script.fall_asleep("benchmark")
             results = []
             for _ in range(DREAM_TICKS):
@@ -239,12 +268,16 @@ def play(strategy, calls):
                     "strategy": compaction.get("strategy", strategy),
                     "tokens_before": compaction["original_tokens"],
                     "tokens_after": compaction["new_tokens"],
+                    **({"runs": compaction["runs"]} if "runs" in compaction else {}),
                 }
             )
     spent = Counter(calls)
     spent.subtract(before)
     places = fact_places(script, assistant)
+    figures = {"autonomous_turns": autonomous} if goal else {}
     return {
+        **figures,
+        "runs_compacted": sum(compaction.get("runs", 0) for compaction in compactions),
         "compactions": compactions,
         "model_calls": dict(spent),
         "facts": dict(Counter(places.values())),
@@ -258,12 +291,16 @@ def play(strategy, calls):
 
 @defer.inlineCallbacks
 def play_all(strategies):
-    """Play the scenario under each strategy in turn; fire with the figures by strategy."""
+    """Play each scenario under each strategy in turn; fire with the figures by scenario,
+    then strategy."""
     calls = Counter()
     count_calls(calls)
-    figures = {}
+    figures = {"conversation": {}, "with_autonomous_turns": {}}
     for strategy in strategies:
-        figures[strategy] = yield play(strategy, calls)
+        figures["conversation"][strategy] = yield play(strategy, calls)
+        figures["with_autonomous_turns"][strategy] = yield play(
+            strategy, calls, AUTONOMOUS_SCENARIO, GOAL
+        )
     return figures
 
 
@@ -274,7 +311,7 @@ def main(strategies):
     figures = demo.run_in_reactor(play_all, strategies)
     if isinstance(figures, Failure):
         figures.raiseException()
-    print(json.dumps({"max_context_tokens": MAX_CONTEXT_TOKENS, "strategies": figures}, indent=2))
+    print(json.dumps({"max_context_tokens": MAX_CONTEXT_TOKENS, "scenarios": figures}, indent=2))
 
 
 if __name__ == "__main__":

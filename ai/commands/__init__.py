@@ -9,6 +9,7 @@ from evennia.commands.cmdset import CmdSet
 from .compaction import COMPACTION_STEPS, CmdAiCompact
 from .configuration import CmdAiConfig, CmdAiMode
 from .confirmation import CmdAiConfirm
+from .goals import CmdAiGoal
 from .history import CmdAiHistory
 from .memory import CmdAiMemory
 from .talk import CmdTalk
@@ -20,6 +21,7 @@ __all__ = [
     "CmdAiCompact",
     "CmdAiConfig",
     "CmdAiConfirm",
+    "CmdAiGoal",
     "CmdAiHistory",
     "CmdAiMemory",
     "CmdAiMode",
@@ -42,3 +44,4 @@ class AssistantCmdSet(CmdSet):
         self.add(CmdAiConfirm())
         self.add(CmdAiMemory())
         self.add(CmdAiTask())
+        self.add(CmdAiGoal())

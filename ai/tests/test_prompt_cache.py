@@ -7,6 +7,7 @@ from unittest import TestCase, mock
 
 from ai.config import ConfigError, check_value, parse_value
 from ai.helpers.entity_context import add_observation
+from ai.helpers.goals import GoalLimits, add_goal
 from ai.helpers.journal import add_entry
 from ai.helpers.working_memory import note_conversation
 from ai.litellm_loader import load_litellm
@@ -70,7 +71,12 @@ class WithLivelyPrompt:
         add_entry(assistant, "Char2 said: the cellar password is swordfish.", "conversation")
         add_entry(assistant, "Char2 said: the ferry leaves at nine bells.", "conversation")
         assistant.remember_ambience("A bell rings in the distance.")
-        assistant.db.goals = ["Keep the tavern cheerful"]
+        add_goal(
+            assistant,
+            "Keep the tavern cheerful",
+            "builder",
+            GoalLimits.of(assistant.assistant_script),
+        )
 
     def say(self, script, speaker, text):
         script.queue_event(

@@ -61,10 +61,20 @@ JOURNAL_CATEGORIES = ["journal", "safe", "terminal"]
 # context: (components, tool filter, mode, max iterations, multi tool, sub agents,
 #           categories, confirm dangerous, records history)
 EXPECTED = {
-    CONTEXT_TICK_EVENT: (FULL, CONVERSATION_TOOLS, "react_loop", 5, True, True, None, False, True),
+    CONTEXT_TICK_EVENT: (
+        FULL,
+        CONVERSATION_TOOLS + ["add_goal"],
+        "react_loop",
+        5,
+        True,
+        True,
+        None,
+        False,
+        True,
+    ),
     CONTEXT_TICK_AUTONOMOUS: (
         FULL,
-        CONVERSATION_TOOLS,
+        CONVERSATION_TOOLS + ["add_goal", "complete_goal", "block_goal"],
         "react_loop",
         5,
         True,
@@ -622,7 +632,9 @@ class TestExecutionPattern(TestCase):
         ({"recent_errors": 1}, "react_loop", 5, False, None),
         ({"event_class": "communication"}, "single_action", 1, False, "signal:event_class"),
         ({"event_class": "building"}, "react_loop", 5, True, "signal:event_class"),
-        ({"goal_urgency": "low"}, "react_loop", 5, False, None),
+        ({"goal_urgency": "low"}, "react_loop", 2, False, "signal:goal_urgency"),
+        ({"goal_urgency": "normal"}, "react_loop", 5, False, None),
+        ({"goal_urgency": "high"}, "react_loop", 5, False, None),
     ]
 
     def test_each_context_signal(self):

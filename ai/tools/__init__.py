@@ -4,6 +4,7 @@ from . import (  # noqa: F401 (registers them)
     communication,
     control,
     delegation,
+    goals,
     history,
     journal,
     memory,

@@ -99,7 +99,9 @@ class Tool:
     def writes(self):
         """True if this tool keeps something (a journal entry, a memory, a pin): its
         failure must be told before any reply claims it happened."""
-        return bool(self.categories & {"journal", "memory"}) and "safe" not in self.categories
+        return (
+            bool(self.categories & {"journal", "memory", "goals"}) and "safe" not in self.categories
+        )
 
     @property
     def is_dangerous(self):

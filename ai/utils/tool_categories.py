@@ -10,4 +10,5 @@ TOOL_CATEGORIES = (
     "memory",
     "communication",
     "delegation",
+    "goals",
 )
