@@ -20,7 +20,8 @@ text without it).
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
 one fact not yet journaled per call, then ``noop``. Given a compaction transcript, it
 writes an extractive summary (see ``summarizer``); asked to rate journal entries, it rates
-them (see ``scorer``).
+them (see ``scorer``). Asked to break a goal down or to work on one, it answers as
+``goals`` says.
 """
 
 import hashlib
@@ -38,6 +39,7 @@ from ..utils.markers import (
 )
 from ..utils.message_format import one_line, read_event, unquoted
 from . import scorer, summarizer
+from .goals import goal_work
 from .reading import greets, is_fact, is_weighty, parse_event, parse_happening, statement
 from .text_tools import is_question, keywords, words
 
@@ -311,6 +313,12 @@ def respond(messages, tools=None):
         return Reply(content=summarizer.summarize(messages))
     if scorer.is_scoring_request(messages):
         return Reply(content=scorer.rate_entries(messages))
+    work = goal_work(messages, names)
+    if work is not None:
+        text, call = work
+        if call is None:
+            return Reply(content=text)
+        return Reply(tool_calls=[make_tool_call(*call, len(messages))])
     if "add_journal_entry" in names and not any(n in names for n in SPEAK_TOOL_NAMES):
         return extract_next_fact(messages, names)
     last_user = _last_user_index(messages)

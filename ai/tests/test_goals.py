@@ -422,3 +422,22 @@ class TestReflectionAndAutonomy(GoalTestCase):
         self.assertEqual(statuses, ["reflected", "autonomous"])
         self.assertEqual(model.calls["tick_autonomous"], 1)
         self.assertGreaterEqual(model.calls["other"], 1, "the reflection's call")
+
+
+class TestOfflineEngine(GoalTestCase):
+    def test_the_offline_engine_breaks_a_goal_down_and_pursues_it_to_its_end(self):
+        """The demo and the README's usage run on the offline engine: a goal given there is
+        broken into steps parsed from its reply and done over autonomous ticks."""
+        self.script.set_config("llm_model", "offline/assistant")
+        self.script.set_config("autonomous_interval", 1)
+        self.script.set_config("sleep_after_idle_ticks", 0)
+        self.builder("aigoal/add Helper = Keep the room tidy")
+        (goal,) = self.goals()
+        statuses = [self.tick()["status"] for _ in range(6)]
+        self.assertEqual(statuses[0], "decomposed")
+        steps = self.goals(parent=goal)
+        self.assertEqual(len(steps), 3)
+        self.assertIn("Keep the room tidy", steps[1].text)
+        self.assertEqual(statuses[1:5], ["autonomous"] * 4)
+        self.assertEqual({g.status for g in self.goals()}, {"done"})
+        self.assertIn("done", self.builder("aigoal Helper"))
