@@ -32,15 +32,17 @@ def goal_work(messages, names):
         tuple or None: ``(text, None)`` for a text answer, or ``(None, (name, arguments))``
         for one tool call.
     """
-    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    text = str((last or {}).get("content") or "")
-    asked = _TO_BREAK_DOWN.search(text)
+    users = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    asked = _TO_BREAK_DOWN.search(users[-1]) if users else None
     if asked and not names:
         return steps_for(asked["text"]), None
-    working = _TO_WORK_ON.search(text)
-    if not working or "complete_goal" not in names:
+    if "complete_goal" not in names:
         return None
-    turn = messages[messages.index(last) + 1 :]
-    if any(m.get("role") == "tool" for m in turn) and "noop" in names:
+    working = _TO_WORK_ON.search(users[-1]) if users else None
+    if working is None:
+        return None
+    # The step is done once a tool said so (this turn, or the turn before).
+    done = re.compile(rf"#{working['number']} is done\b")
+    if any(m.get("role") == "tool" and done.search(str(m.get("content"))) for m in messages):
         return None, ("noop", {})
     return None, ("complete_goal", {"goal": int(working["number"])})

@@ -441,3 +441,5 @@ class TestOfflineEngine(GoalTestCase):
         self.assertEqual(statuses[1:5], ["autonomous"] * 4)
         self.assertEqual({g.status for g in self.goals()}, {"done"})
         self.assertIn("done", self.builder("aigoal Helper"))
+        runs = [run for run in self.script.db.model_runs if run["context"] == "tick_autonomous"]
+        self.assertEqual({run["calls"] for run in runs}, {2}, "complete_goal, then noop")

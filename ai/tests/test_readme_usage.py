@@ -10,6 +10,7 @@ from pathlib import Path
 from evennia.utils.ansi import strip_ansi
 
 from ai.commands import AssistantCmdSet
+from ai.models import Goal
 
 from .support import AssistantTestCase, record_messages, wait_for
 
@@ -30,7 +31,7 @@ class TestReadmeUsage(AssistantTestCase):
             self.skipTest("README.md is not shipped with an installed package")
         super().setUp()
         self.char1.cmdset.add(AssistantCmdSet)  # as the README's installation has it
-        self.player, self.builder, self.dangerous, self.memory = usage_blocks()
+        self.player, self.builder, self.dangerous, self.goals, self.memory = usage_blocks()
         self.char1_heard = record_messages(self.char1)
         self.char2_heard = record_messages(self.char2)
 
@@ -82,3 +83,20 @@ class TestReadmeUsage(AssistantTestCase):
         search = heard[heard.index("Searching") :]
         self.assertIn("40 gold coins", search)
         self.assertEqual(self.script.db.operating_mode, "awake")
+
+    def test_the_goal_block_shows_a_goal_broken_down_and_pursued(self):
+        self.script.set_config("sleep_after_idle_ticks", 0)
+        for line in self.player:
+            self.play(line)
+        since = len(self.char1_heard)
+        for line in self.goals:
+            self.play(line)
+        heard = strip_ansi("\n".join(map(str, self.char1_heard[since:])))
+        listing = heard[heard.index("Keep the room tidy") :]
+        self.assertRegex(listing, r"#\d+ done")
+        self.assertIn("Do it: Keep the room tidy", " ".join(listing.split()))
+        calls = heard[heard.index("goal_decompose") :]
+        self.assertRegex(calls, r"tick_autonomous: 2 calls, noop")
+        steps = Goal.objects.filter(db_object_id=self.assistant.id, parent__isnull=False)
+        self.assertEqual(steps.count(), 3)
+        self.assertEqual(steps.filter(status="done").count(), 3)
