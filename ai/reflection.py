@@ -26,6 +26,7 @@ from .helpers.insights import (
 from .llm_interaction import context_window, resolve_model
 from .prompt_contexts import CONTEXT_REFLECTION, CONTEXT_REFLECTION_CONT
 from .tool_execution import run_react_loop
+from .utils.markers import REFLECTION_HEADER
 from .utils.message_format import one_line, quoted
 from .utils.token_counter import count_tokens
 from .utils.wording import plural
@@ -44,7 +45,6 @@ BACKOFF_TICKS = 2
 MAX_BACKOFF_TICKS = 64
 FAILED = ("llm_error", "over_window")
 
-LISTING_HEAD = "Entries of your journal since you last reflected (id, importance, text):"
 LISTING_TASK = (
     "What do they tell you together? For each insight, call add_journal_entry with the "
     "insight in your own words and, in cites, the ids of the entries it comes from. Call "
@@ -199,7 +199,7 @@ def fitted(script, rows):
 
 def listing(rows):
     """Return the pending event of a reflection: the entries, each quoted, then the task."""
-    lines = [LISTING_HEAD]
+    lines = [REFLECTION_HEADER]
     for row in rows:
         text = one_line(row.content)
         if len(text) > ENTRY_CHARS:

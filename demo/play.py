@@ -7,8 +7,12 @@ of a small local model, 4,096 tokens, and the conversation fills it several time
 history is compacted in an emergency when a tick starts at 80% of the limit, and while
 it sleeps (the scenario sends it to sleep now and then) at 70%. Asleep, it
 also consolidates its journal into long-term memory (Mem0, local), marks a fact that
-changed as superseded, and moves consolidated entries out of the active journal. The
-driver prints every tick, compaction and memory step, then the compactions, the journal,
+changed as superseded, and moves consolidated entries out of the active journal. Once the
+importance journaled since its last reflection reaches ``reflection_threshold``, falling
+asleep reflects: it writes insights that cite the entries they join; after the
+conversation, an idle tick reflects on what is left (the threshold lowered to what the
+last stretch journaled). The driver prints every tick, compaction, memory step and
+reflection, then the compactions, the journal,
 where each planted fact can still be found (live context, active journal, long-term
 memory) and which answers came from long-term memory alone. Every line fits 78 columns.
 
@@ -20,8 +24,8 @@ Usage (``make demo`` builds the game directory and runs this)::
 it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this script
 migrates it). The exit code is 1 when a tick did not reply, when a compaction or a sleep
 step failed, when the context went over its limit, when fewer than two compactions of
-each kind ran, when a planted fact was lost, or when no question was answered from
-long-term memory alone.
+each kind ran, when a planted fact was lost, when no question was answered from
+long-term memory alone, or when no reflection wrote an insight citing journal entries.
 """
 
 import os
@@ -184,6 +188,7 @@ class Outcome:
         answers (list): One dict per question checked: ``question``, ``places`` (where
             its fact was when asked) and ``right``.
         spoken (list): The lines spoken so far.
+        reflections (list): What each reflection did (``ai.reflection.reflect``'s result).
     """
 
     silent_ticks: int = 0
@@ -192,6 +197,7 @@ class Outcome:
     peak_usage: float = 0.0
     answers: list = field(default_factory=list)
     spoken: list = field(default_factory=list)
+    reflections: list = field(default_factory=list)
 
 
 def boot_evennia(game_dir):
@@ -424,9 +430,56 @@ def sleep(script, outcome):
         compaction = compaction_of(result) or {}
         skipped = f" (no compaction: {compaction['reason']})" if compaction.get("skipped") else ""
         say(f"{ASSISTANT} is {result.get('phase', result.get('status'))}{skipped}", STEP_INDENT)
+        record_reflection(script, result.get("reflection"), outcome)
         print_memory_work(result.get("memory") or {}, outcome)
         record_compaction(script, result, outcome)
     print_usage(script.context_usage(), outcome)
+
+
+def record_reflection(script, reflection, outcome):
+    """Record and print what a reflection did: each insight and the entries it cites."""
+    from ai.helpers.journal import journal_entries
+
+    if not reflection:
+        return
+    outcome.reflections.append(reflection)
+    if reflection.get("error"):
+        outcome.failed_steps += 1
+    entries = {entry["id"]: entry for entry in journal_entries(script.obj)}
+    say(
+        f">> reflection: {plural(len(reflection['covered']), 'journal entry', 'journal entries')}"
+        f" reread, {plural(len(reflection['insights']), 'insight')} written"
+        + (f" (FAILED: {reflection['error']})" if reflection.get("error") else ""),
+        STEP_INDENT,
+        STEP_INDENT + "   ",
+    )
+    for entry_id in reflection["insights"]:
+        insight = entries[entry_id]
+        say(f"insight: {insight['content']}", STEP_INDENT + "   ", STEP_INDENT + "     ")
+        for cited in insight["cites"]:
+            text = preview(entries[cited]["content"], WIDTH - len(STEP_INDENT) - 7)
+            say(f"cites {cited}: {text}", STEP_INDENT + "     ", STEP_INDENT + "       ")
+
+
+@defer.inlineCallbacks
+def reflect(script, outcome):
+    """Run an idle awake tick that reflects on what the journal holds since the last
+    reflection, the threshold lowered to that importance when it is below it."""
+    from ai.helpers.insights import pending_importance
+
+    pending = int(pending_importance(script.obj))
+    threshold = script.get_config("reflection_threshold")
+    if 0 < pending < threshold:
+        script.set_config("reflection_threshold", pending)
+        say(
+            f"(reflection_threshold lowered from {threshold} to {pending}, the importance "
+            f"journaled since the last reflection)",
+            STEP_INDENT,
+        )
+    result = yield script.at_repeat()
+    if result.get("status") not in ("reflected", "reflection_failed"):
+        say(f"{ASSISTANT} is {result.get('status')}: nothing to reflect on", STEP_INDENT)
+    record_reflection(script, result if "insights" in result else None, outcome)
 
 
 def print_memory_work(memory, outcome):
@@ -476,6 +529,8 @@ def play(players, assistant):
             speaker, line = step
             say(f"[{number:2d}] {speaker}: {line}", "", STEP_INDENT)
             yield talk(script, players[speaker], line, outcome)
+    say(f"[{len(SCENARIO) + 1:2d}] (the tavern is quiet; {ASSISTANT} reflects)", "", STEP_INDENT)
+    yield reflect(script, outcome)
     return outcome
 
 
@@ -527,7 +582,7 @@ def print_journal(character):
 
 def problems_of(outcome, lost):
     """Return what makes the run a failure: silent ticks, too few compactions, lost facts,
-    no answer from long-term memory alone."""
+    no answer from long-term memory alone, no insight."""
     problems = []
     if outcome.failed_steps:
         problems.append(f"{plural(outcome.failed_steps, 'compaction or sleep step')} failed")
@@ -543,6 +598,8 @@ def problems_of(outcome, lost):
             problems.append(f"{plural(done, f'{kind} compaction')}, fewer than {required}")
     if lost:
         problems.append(f"planted facts lost: {', '.join(lost)}")
+    if not any(reflection["insights"] for reflection in outcome.reflections):
+        problems.append("no reflection wrote an insight")
     return problems
 
 

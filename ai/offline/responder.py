@@ -20,8 +20,9 @@ text without it).
 Offered journal tools but no speaking tool (the ``pre_compaction`` context), it journals
 one fact not yet journaled per call, then ``noop``. Given a compaction transcript, it
 writes an extractive summary (see ``summarizer``); asked to rate journal entries, it rates
-them (see ``scorer``). Asked to break a goal down or to work on one, it answers as
-``goals`` says.
+them (see ``scorer``); given journal entries to reflect on, it writes insights that join
+the entries sharing a subject (see ``reflector``). Asked to break a goal down or to work
+on one, it answers as ``goals`` says.
 """
 
 import hashlib
@@ -38,7 +39,7 @@ from ..utils.markers import (
     SUPERSEDED_MARK,
 )
 from ..utils.message_format import one_line, read_event, unquoted
-from . import scorer, summarizer
+from . import reflector, scorer, summarizer
 from .goals import goal_work
 from .reading import greets, is_fact, is_weighty, parse_event, parse_happening, statement
 from .text_tools import is_question, keywords, words
@@ -273,6 +274,16 @@ def _welcome(happening, names, turn, salt):
     return Reply(tool_calls=[make_tool_call(speak_tool, {"message": words}, salt)])
 
 
+def _reflect(messages, names):
+    """Write the next insight of a reflection, else end it with ``noop``."""
+    insight = reflector.next_insight(messages) if "add_journal_entry" in names else None
+    if insight:
+        return Reply(tool_calls=[make_tool_call("add_journal_entry", insight, len(messages))])
+    if "noop" in names:
+        return Reply(tool_calls=[make_tool_call("noop", {}, len(messages))])
+    return Reply(content="Nothing more to add.")
+
+
 def _last_user_index(messages):
     """Return the index of the last event line, else of the last user message, or None.
 
@@ -313,6 +324,8 @@ def respond(messages, tools=None):
         return Reply(content=summarizer.summarize(messages))
     if scorer.is_scoring_request(messages):
         return Reply(content=scorer.rate_entries(messages))
+    if reflector.is_reflection_request(messages):
+        return _reflect(messages, names)
     work = goal_work(messages, names)
     if work is not None:
         text, call = work

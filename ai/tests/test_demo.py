@@ -12,6 +12,8 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from unittest import skipIf
 
+from ai.helpers.journal import journal_entries
+
 from .support import WITH_THIS_APP, BaseEvenniaTest, wait_for
 
 DEMO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "demo")
@@ -53,3 +55,15 @@ class DemoTest(BaseEvenniaTest):
         syntheses = [text for text in listing if text.startswith("[CONTEXT SYNTHESIS]")]
         self.assertGreaterEqual(len(syntheses), 4, "a synthesis a compaction")
         self.assertEqual(len(set(syntheses)), len(syntheses), syntheses)
+
+        journal = {entry["id"]: entry for entry in journal_entries(assistant)}
+        insights = journal_entries(assistant, "reflection")
+        self.assertTrue(insights, "a reflection wrote an insight")
+        for insight in insights:
+            self.assertGreaterEqual(len(insight["cites"]), 2, "an insight joins entries")
+            for cited in insight["cites"]:
+                self.assertIn(cited, journal, "it cites real entries of the journal")
+                self.assertNotEqual(journal[cited]["content"], insight["content"])
+            shown = [line.strip() for line in lines if line.strip().startswith("cites ")]
+            for cited in insight["cites"]:
+                self.assertTrue([line for line in shown if line.startswith(f"cites {cited}:")])

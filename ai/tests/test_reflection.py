@@ -3,12 +3,16 @@
 real entries, keep the narrowest audience of what they cite, never reach the room or the
 live history, and reach long-term memory in the next sleep."""
 
+import json
+
 from django.test import override_settings
 
 from ai.commands import CmdAiHistory
 from ai.helpers.insights import write_insight
 from ai.helpers.journal import add_entry, journal_entries, listed
 from ai.models import JournalEntry
+from ai.offline.responder import respond
+from ai.reflection import listing as reflection_listing
 from ai.semantic_memory import recall
 from ai.sleep import run_sleep_tick
 
@@ -298,6 +302,64 @@ class TestMemoryOfInsights(ReflectionTestCase):
         self.assertIn(private, [memory["text"] for memory in mine])
         room = wait_for(recall(self.assistant, "Whom does Char trust?", None, 5))
         self.assertNotIn(private, [memory["text"] for memory in room])
+
+
+class TestOfflineEngine(ReflectionTestCase):
+    """The offline engine reflects too: ``make demo`` and the tests show insights."""
+
+    def test_an_idle_tick_joins_what_one_player_said_in_an_insight_citing_both(self):
+        self.script.set_config("reflection_threshold", 12)
+        ids = self.say_facts(*FACTS)
+        for heard in self.heard.values():
+            heard.clear()
+        result = self.tick()
+        self.assertEqual((result["status"], result["covered"]), ("reflected", ids))
+        (insight,) = self.insights()
+        self.assertEqual(result["insights"], [insight["id"]])
+        self.assertEqual(insight["cites"], ids)
+        text = insight["content"]
+        self.assertTrue(text.startswith("Char has told me two things"), text)
+        for fact in ("sword is called Dawnbringer", "promised to bring 12 iron ingots"):
+            self.assertIn(fact, text, "the insight joins both entries")
+        cited = [entry["content"] for entry in journal_entries(self.assistant)[:2]]
+        self.assertNotIn(text, cited, "not a copy of one")
+        self.assertEqual(result["calls"], 2, "the insight, then noop")
+        for heard in self.heard.values():
+            self.assertEqual(heard, [], "a reflection says nothing to the room")
+
+    def test_two_subjects_make_two_insights_then_the_reflection_ends(self):
+        self.script.set_config("reflection_threshold", 20)
+        ids = self.say_facts(*FACTS) + self.say_facts(*MORE_FACTS, speaker=self.char2)[2:]
+        result = self.tick()
+        self.assertEqual((result["status"], result["contexts"]), ("reflected", ["reflection"]))
+        self.assertEqual([entry["cites"] for entry in self.insights()], [ids[:2], ids[2:]])
+        self.assertTrue(self.insights()[1]["content"].startswith("Char2 has told me two"))
+        self.assertEqual(result["calls"], 3)
+
+    def test_entries_with_nothing_in_common_make_no_insight(self):
+        self.script.set_config("reflection_threshold", 12)
+        ids = self.say_facts(FACTS[0]) + self.say_facts(MORE_FACTS[1], speaker=self.char2)[1:]
+        result = self.tick()
+        self.assertEqual((result["status"], result["covered"]), ("reflected", ids))
+        self.assertEqual((result["insights"], result["calls"]), ([], 1), "noop only")
+        self.assertEqual(self.insights(), [])
+
+    def test_a_refused_insight_is_not_written_again(self):
+        self.script.set_config("reflection_threshold", 12)
+        ids = self.say_facts(*FACTS)
+        listing = [
+            {"role": "system", "content": "You are pausing to reflect."},
+            {"role": "user", "content": reflection_listing(JournalEntry.objects.all())},
+        ]
+        tools = [
+            {"type": "function", "function": {"name": name}}
+            for name in ("noop", "add_journal_entry")
+        ]
+        (first,) = respond(listing, tools).tool_calls
+        self.assertEqual(json.loads(first["function"]["arguments"])["cites"], ids)
+        refused = {"role": "system", "content": "Result of your last action: Not journaled: no."}
+        (then,) = respond([*listing, refused], tools).tool_calls
+        self.assertEqual(then["function"]["name"], "noop")
 
 
 class TestJournalListing(AssistantCommandTestCase):

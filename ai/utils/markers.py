@@ -26,6 +26,8 @@ TRANSCRIPT_HEADER = "Conversation to summarize:"
 TRANSCRIPT_END = "(end of the conversation)"
 # The line of the extraction's instruction after which the facts already saved are listed.
 SAVED_HEADER = "Already saved (do not save these again):"
+# The first line of a reflection's pending event: the journal entries to reflect on.
+REFLECTION_HEADER = "Entries of your journal since you last reflected (id, importance, text):"
 # The first line of the entries that a scoring call asks the model to rate.
 SCORING_HEADER = "Journal entries to rate:"
 # How a line of working memory opens in the prompt (the offline engine recalls nothing there).
