@@ -16,11 +16,14 @@ Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``)
 - ``reflection``: the tick that reflects, its journal filled past ``reflection_threshold``
   with entries that share their speakers, so the offline engine writes insights; the
   model calls run on a worker thread as always, so what counts is the rest (reading the
-  entries, the listing, assembling each call's prompt, writing the insights).
+  entries, the listing, assembling each call's prompt, writing the insights);
+- ``autonomous``: the tick that works on an active goal's step (the offline engine closes
+  it: ``complete_goal``, then ``noop``), a fresh step given untimed before each tick.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
-bench/tick_cost.py idle`` measures one part (``conversation``, ``idle``, ``reflection``).
+bench/tick_cost.py idle`` measures one part (``conversation``, ``idle``, ``reflection``,
+``autonomous``).
 """
 
 import json
@@ -169,6 +172,28 @@ def measure_reflection():
 
 
 @defer.inlineCallbacks
+def measure_autonomous():
+    """Return the reactor CPU of an autonomous tick: an active step, no event, the offline
+    engine closing the step (``complete_goal``, then ``noop``; model calls on their worker
+    thread). Each timed tick gets a fresh step, given untimed."""
+    from ai.helpers.goals import GoalLimits, add_goal
+
+    script, _ = prepared_assistant(IDLE_HISTORY)
+    script.set_config("sleep_after_idle_ticks", 0)
+    script.set_config("autonomous_interval", 1)
+    limits = GoalLimits.of(script)
+    parent = add_goal(script.obj, "Keep the hall in order", "builder", limits)
+    times = []
+    for index in range(WARM_UP + TICKS):
+        add_goal(script.obj, f"Sweep corner {index}", "builder", limits, parent=parent)
+        result, took = yield timed_tick(script)
+        if result.get("status") != "autonomous":
+            raise RuntimeError(f"the tick did not work on a goal: {result}")
+        times.append(took)
+    return dict(summary(times), history=IDLE_HISTORY, calls_per_turn=result["loop"].iterations)
+
+
+@defer.inlineCallbacks
 def measure_all(parts):
     """Return ``{part: its figures}`` for the ``parts`` asked for."""
     report = {}
@@ -180,9 +205,8 @@ def measure_all(parts):
         report["idle"] = yield measure_idle()
     if "reflection" in parts:
         report["reflection"] = yield measure_reflection()
-    # The autonomous tick (an active goal, no event: ai.autonomy's tick_autonomous turn) is
-    # to be measured here, beside the idle and reflection ticks: goals reached main while
-    # this was written, and measuring them is left to their part of issue 21.
+    if "autonomous" in parts:
+        report["autonomous"] = yield measure_autonomous()
     return report
 
 
@@ -203,11 +227,11 @@ def main(parts):
             "scaling_100000_over_2000": round(at[100000] / at[2000], 2),
             "scaling_ok": at[100000] <= TARGET_SCALING * at[2000],
         }
-    idle = {key: measured[key] for key in ("idle", "reflection") if key in measured}
+    idle = {key: measured[key] for key in ("idle", "reflection", "autonomous") if key in measured}
     if idle:
-        report["idle_ticks"] = dict(idle, autonomous="not measured yet (see measure_all)")
+        report["idle_ticks"] = idle
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ("conversation", "idle", "reflection"))
+    main(sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous"))
