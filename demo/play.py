@@ -11,8 +11,9 @@ changed as superseded, and moves consolidated entries out of the active journal.
 importance journaled since its last reflection reaches ``reflection_threshold``, falling
 asleep reflects: it writes insights that cite the entries they join; after the
 conversation, an idle tick reflects on what is left (the threshold lowered to what the
-last stretch journaled). The driver prints every tick, compaction, memory step and
-reflection, then the compactions, the journal,
+last stretch journaled). Last, a builder gives it a goal, which quiet ticks break into
+steps and pursue to its end in autonomous turns. The driver prints every tick,
+compaction, memory step, reflection and goal step, then the compactions, the journal,
 where each planted fact can still be found (live context, active journal, long-term
 memory) and which answers came from long-term memory alone. Every line fits 78 columns.
 
@@ -25,7 +26,8 @@ it must be an initialised Evennia game with ``"ai"`` in ``INSTALLED_APPS`` (this
 migrates it). The exit code is 1 when a tick did not reply, when a compaction or a sleep
 step failed, when the context went over its limit, when fewer than two compactions of
 each kind ran, when a planted fact was lost, when no question was answered from
-long-term memory alone, or when no reflection wrote an insight citing journal entries.
+long-term memory alone, when no reflection wrote an insight citing journal entries, or
+when the goal was not reached.
 """
 
 import os
@@ -56,6 +58,9 @@ STEP_INDENT = " " * 5
 # about 900 tokens, docs/context.md) takes a fifth of it, as in a deployment; in a smaller
 # one (2,800 until issue 20) it took a third and more, leaving compactions little to work on.
 MAX_CONTEXT_TOKENS = 4096
+# The goal a builder gives after the conversation, and the quiet ticks it may take.
+GOAL = "Keep the common room tidy"
+GOAL_TICKS = 8
 PRESERVE_WINDOW = 5
 REQUIRED_COMPACTIONS = {"emergency": 2, "sleep": 2}
 # Short summaries, and consolidated entries out of the active journal right after they
@@ -189,6 +194,8 @@ class Outcome:
             its fact was when asked) and ``right``.
         spoken (list): The lines spoken so far.
         reflections (list): What each reflection did (``ai.reflection.reflect``'s result).
+        goal_status (str): The status ``GOAL`` reached over the quiet ticks after the
+            conversation.
     """
 
     silent_ticks: int = 0
@@ -198,6 +205,7 @@ class Outcome:
     answers: list = field(default_factory=list)
     spoken: list = field(default_factory=list)
     reflections: list = field(default_factory=list)
+    goal_status: str = ""
 
 
 def boot_evennia(game_dir):
@@ -531,7 +539,37 @@ def play(players, assistant):
             yield talk(script, players[speaker], line, outcome)
     say(f"[{len(SCENARIO) + 1:2d}] (the tavern is quiet; {ASSISTANT} reflects)", "", STEP_INDENT)
     yield reflect(script, outcome)
+    say(f"[{len(SCENARIO) + 2:2d}] (a builder gives {ASSISTANT} a goal: {GOAL})", "", STEP_INDENT)
+    yield pursue(script, outcome)
     return outcome
+
+
+@defer.inlineCallbacks
+def pursue(script, outcome):
+    """Give the assistant ``GOAL`` as a builder would, then run quiet ticks (one autonomous
+    turn each, ``autonomous_interval`` 1) until it is done, ``GOAL_TICKS`` at most, printing
+    what each did."""
+    from ai.helpers.goals import GoalLimits, add_goal
+    from ai.models import Goal
+
+    script.set_config("autonomous_interval", 1)
+    goal = add_goal(script.obj, GOAL, "builder", GoalLimits.of(script))
+    for _ in range(GOAL_TICKS):
+        result = yield script.at_repeat()
+        status = result.get("status")
+        if status == "decomposed":
+            steps = Goal.objects.filter(parent=goal).order_by("id")
+            say(f">> broken into {plural(steps.count(), 'step')}:", STEP_INDENT)
+            for step in steps:
+                say(f"#{step.id} {step.text}", STEP_INDENT + "   ")
+        elif status == "autonomous":
+            calls = ", ".join(result["loop"].tools_called) or "no tool"
+            say(f">> autonomous turn: {calls}", STEP_INDENT)
+        goal.refresh_from_db()
+        if goal.status != "active":
+            break
+    outcome.goal_status = goal.status
+    say(f">> goal #{goal.id} is {goal.status}", STEP_INDENT)
 
 
 def preview(text, width):
@@ -582,7 +620,7 @@ def print_journal(character):
 
 def problems_of(outcome, lost):
     """Return what makes the run a failure: silent ticks, too few compactions, lost facts,
-    no answer from long-term memory alone, no insight."""
+    no answer from long-term memory alone, no insight, a goal not reached."""
     problems = []
     if outcome.failed_steps:
         problems.append(f"{plural(outcome.failed_steps, 'compaction or sleep step')} failed")
@@ -600,6 +638,8 @@ def problems_of(outcome, lost):
         problems.append(f"planted facts lost: {', '.join(lost)}")
     if not any(reflection["insights"] for reflection in outcome.reflections):
         problems.append("no reflection wrote an insight")
+    if outcome.goal_status != "done":
+        problems.append(f"the goal was not reached (it is {outcome.goal_status or 'absent'})")
     return problems
 
 

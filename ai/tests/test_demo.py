@@ -42,6 +42,10 @@ class DemoTest(BaseEvenniaTest):
         self.assertEqual((code, problems.getvalue()), (0, ""), "the demo's own checks")
         self.assertEqual([line for line in lines if len(line) > 78], [])
         self.assertEqual([line for line in lines if "fail" in line.lower()], [])
+        # The goal a builder gives last is broken into steps and pursued to its end.
+        self.assertIn(">> broken into 3 steps:", "\n".join(lines))
+        self.assertRegex("\n".join(lines), r">> autonomous turn: complete_goal, noop\n")
+        self.assertRegex("\n".join(lines), r">> goal #\d+ is done")
 
         usages = [float(match["percent"]) for match in map(USAGE.match, lines) if match]
         self.assertEqual(len(usages), len(play.SCENARIO), "one usage line a step")
