@@ -100,3 +100,5 @@ class TestReadmeUsage(AssistantTestCase):
         steps = Goal.objects.filter(db_object_id=self.assistant.id, parent__isnull=False)
         self.assertEqual(steps.count(), 3)
         self.assertEqual(steps.filter(status="done").count(), 3)
+        journal = " ".join(heard[heard.index("Journal of Helper") :].split())
+        self.assertRegex(journal, r"reflection; cites journal_\S+, journal_\S+; tags")
