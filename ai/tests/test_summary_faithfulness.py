@@ -305,6 +305,13 @@ class TestActions(FaithfulnessTestCase):
         )
         self.assert_stored(TOLL, actions_dropped=2)
 
+    def test_a_tool_use_no_call_made_is_dropped(self):
+        """Qwen2.5-Coder-1.5B summarized a conversation with no tool call as '- You used the
+        "search_history" tool to find out what <player> said about candles.'."""
+        claim = '- You used the "search_history" tool to find out what Char2 said about tolls.'
+        self.compact(f"{claim}\n{TOLL}")
+        self.assert_stored(TOLL, actions_dropped=1)
+
 
 class TestActionsMade(FaithfulnessTestCase):
     EARLIER = journal_call("call_toll", "Char2 said the bridge toll is 3 copper.")
@@ -312,6 +319,11 @@ class TestActionsMade(FaithfulnessTestCase):
     def test_an_action_a_tool_call_made_stays(self):
         self.compact(f"- You added the bridge toll to your journal.\n{TOLL}")
         self.assert_stored("- You added the bridge toll to your journal.", TOLL, actions_dropped=0)
+
+    def test_a_tool_use_a_call_made_stays(self):
+        used = "- You used the add_journal_entry tool for the bridge toll."
+        self.compact(f"{used}\n{TOLL}")
+        self.assert_stored(used, TOLL, actions_dropped=0)
 
 
 class TestSummaryOfASummary(FaithfulnessTestCase):

@@ -40,7 +40,7 @@ _GREETING_VERBS = {"greeted", "greets", "welcomed", "thanked", "hello", "hi", "h
 _GREETING_WORDS = {"hello", "hi", "hey", "greetings", "welcome", "morning", "evening", "thanks"}
 GREETING = "<greeting>"
 # What the assistant does only through a tool: the verbs that claim it, the place words that
-# must come with them (empty: none needed), and the tools that do it.
+# must come with them (empty: none needed), and the tools that do it (None: any tool).
 ACTIONS = (
     (
         r"added|wrote|noted|recorded|saved|journal(?:l)?ed|logged|put|entered|made a note",
@@ -52,6 +52,8 @@ ACTIONS = (
     (r"pinned", set(), {"pin_fact"}),
     (r"looked at|looked around|examined|inspected", set(), {"look"}),
     (r"searched", set(), {"search_history", "recall_memories", "review_journal"}),
+    # "You used the "search_history" tool to ...": any tool, named or not (None: any call).
+    (r"used|called|ran|invoked", {"tool", "tools", "function"}, None),
 )
 # Capitalized words that name no one: they open sentences.
 _STARTERS = set(
@@ -322,7 +324,8 @@ def _invented_action(sentence, transcript, self_word):
         objects = set(telling_words(plain_words(sentence[claim.end() :]))) - places
         objects = {w for w in objects if len(w) >= 3} - _CREDIT_WORDS
         if any(
-            name in tools and (not objects or objects & told) for name, told in transcript.calls
+            (tools is None or name in tools) and (not objects or objects & told)
+            for name, told in transcript.calls
         ):
             return False
         return not survives(sentence, transcript.summaries)
