@@ -4,9 +4,10 @@ Each iteration assembles the context type's prompt, calls the model once, append
 assistant message and one tool message per call (so history can be sent back unchanged),
 and stops on: a terminal tool, ``noop``, no tool call, a tool outside the context's filter
 (not run), a dangerous tool awaiting confirmation, a model error, the pattern's
-iteration limit, or (for a turn of the assistant's own) a player's event waiting. An answer's writes run before its other calls, and what it says is said
-once they ran: when a write failed, its reply is held back and the model asked again with
-the failure in view, so that the assistant never claims what did not happen. An answer
+iteration limit, or (for a turn of the assistant's own) a player's event waiting. An
+answer's writes run before its other calls, and what it says is said once they ran: when
+a write failed, its reply is held back and the model asked again with the failure in
+view, so that the assistant never claims what did not happen. An answer
 whose dangerous call waits for a builder says nothing yet: its words wait with the call
 (``ai.confirmation``), since they would tell of a deed not done.
 """

@@ -21,6 +21,7 @@ from ..helpers.goals import (
     get_goal,
     set_status,
 )
+from ..prompt_contexts import CONTEXT_TICK_AUTONOMOUS
 from ..utils.message_format import one_line
 from .base import Tool, ToolResult
 from .registry import register_tool
@@ -28,7 +29,7 @@ from .registry import register_tool
 GOAL_PARAMETER = {"type": "integer", "description": "The goal's number, as in #<number>."}
 # The contexts of the assistant's own turns toward its goals, where add_goal takes a parent
 # and a priority (elsewhere they are not sent, and a call giving them is refused).
-PURSUING = ("tick_autonomous",)
+PURSUING = (CONTEXT_TICK_AUTONOMOUS,)
 
 
 def add_goal_tool(ctx, text, parent=None, priority=None):

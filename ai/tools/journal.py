@@ -10,13 +10,14 @@ may an entry cite any, so a player's words never become an insight.
 from ..helpers.entity_context import add_observation
 from ..helpers.insights import write_insight
 from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same, search_entries, transcript_fact
+from ..prompt_contexts import CONTEXT_REFLECTION, CONTEXT_REFLECTION_CONT
 from ..utils.sentences import sentences
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
 from .registry import register_tool
 from .targets import resolve_entity
 
 # The contexts of a reflection, where a journal entry is an insight.
-REFLECTING = ("reflection", "reflection_cont")
+REFLECTING = (CONTEXT_REFLECTION, CONTEXT_REFLECTION_CONT)
 
 
 def add_journal_entry(ctx, content, importance=5, tags=(), cites=()):
