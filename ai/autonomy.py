@@ -1,14 +1,15 @@
 """What an idle awake tick does for the assistant's goals: break one down, or work on one.
 
 On an awake tick with no pending event (and ``autonomy_enabled``), one indexed query asks
-whether the assistant has an active goal; without one, nothing else runs and the tick
-costs what an idle tick always cost. With one, the tick does at most one of these:
+whether the assistant has an active goal; without one, nothing else runs (that query is
+all an assistant without goals pays: see docs/benchmarks.md, "Idle and reflection
+ticks"). With one, the tick does at most one of these:
 
 1. ``goal_decompose`` for the most urgent goal of its own (a step of no goal) never broken
-   into steps (see ``ai.goal_decomposition``). A failure is retried after ``autonomous_interval`` x 2^n
-   ticks (n: its failures in a row, kept on the goal, so a reload does not retry at once;
-   16 times the interval at most), and not after ``MAX_DECOMPOSE_FAILURES``: the goal is
-   then pursued whole.
+   into steps (see ``ai.goal_decomposition``). A failure is retried after
+   ``autonomous_interval`` x 2^n ticks (n: its failures in a row, kept on the goal, so a
+   reload does not retry at once; 16 times the interval at most), and not after
+   ``MAX_DECOMPOSE_FAILURES``: the goal is then pursued whole.
 2. A ``tick_autonomous`` turn toward the next step (the first goal without active steps in
    the active tree, most urgent first), at most every ``autonomous_interval`` idle ticks.
    A turn that achieves nothing (only safe tools such as ``noop``, no tool call, and no
