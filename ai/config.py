@@ -352,7 +352,7 @@ SCRIPT_CONFIG = {
         True,
         boolean,
         "Pursue active goals on idle awake ticks (decompose, then autonomous turns); an "
-        "assistant without goals costs nothing more",
+        "assistant without goals pays one indexed query a quiet tick",
     ),
     "autonomous_interval": Option(
         6,
