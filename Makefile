@@ -68,9 +68,11 @@ evennia-test: $(GAME_CONFIGURED)
 # One run on a new seed; SEED=<n> repeats one; RUNS=<n> or SEEDS=<n> plays n seeds (SEEDS='11
 # 12 13' those seeds) and prints their mean and min-max; CONVERSATION=fixed plays the fixed
 # one; WINDOW, STRATEGY and LAYOUT set max_context_tokens, compact_strategy, prompt_layout.
+# SCENARIO=autonomy plays the autonomy scenario instead (a goal pursued, a reflection).
 # `make eval-aggregate` aggregates every run saved under build/eval/runs (RUN_FILES=... some).
 eval-local: $(GAME_CONFIGURED)
-	$(BIN)/python eval/real_model.py --game-dir $(GAME_DIR) \
+	$(BIN)/python eval/$(if $(filter autonomy,$(SCENARIO)),autonomy,real_model).py \
+		--game-dir $(GAME_DIR) \
 		$(if $(MODEL),--model '$(MODEL)') $(if $(API_BASE),--api-base '$(API_BASE)') \
 		$(if $(API_KEY_ENV),--api-key-env '$(API_KEY_ENV)') $(if $(SEED),--seed $(SEED)) \
 		$(if $(RUNS),--runs $(RUNS)) $(if $(SEEDS),--seeds '$(SEEDS)') \

@@ -164,8 +164,8 @@ def build_cast(conversation, model, options, settings):
     from evennia.utils import create
     from evennia.utils.search import search_object_by_tag
 
-    for obj in search_object_by_tag(CAST_TAG):
-        obj.delete()
+    for obj in sorted(search_object_by_tag(CAST_TAG), key=_depth, reverse=True):
+        obj.delete()  # what is carried first: its holder's deletion would send it home
 
     def made(typeclass, key, **kwargs):
         obj = create.create_object(typeclass, key=key, **kwargs)
@@ -187,6 +187,14 @@ def build_cast(conversation, model, options, settings):
         if settings.get(key):
             script.set_config(name, settings[key])
     return players, assistant
+
+
+def _depth(obj):
+    """Return how many locations hold ``obj`` (0 for a room)."""
+    depth, location = 0, obj.location
+    while location is not None:
+        depth, location = depth + 1, location.location
+    return depth
 
 
 def note_compaction(result, run):

@@ -250,6 +250,29 @@ class ResultsTest(TestCase):
         missed = [label for label, _, met in results.targets(bad) if not met]
         self.assertEqual(missed, ["invented facts 0", "refused compactions <= 10% of attempts"])
 
+    def test_autonomy_runs_have_their_own_targets(self):
+        def autonomy(**metrics):
+            base = dict(sub_goals=3, calls_parsed=0.9, goal_settled=1.0, insights_sound=1)
+            base.update(dangerous_unconfirmed=0, markup=0, internal=0, leaks=0)
+            return {"seed": 1, "scenario": "autonomy", "metrics": dict(base, **metrics)}
+
+        summary = results.aggregate([autonomy(), autonomy(sub_goals=1, calls_parsed=0.5)])
+        missed = [label for label, _, met in results.targets(summary) if not met]
+        self.assertEqual(
+            missed,
+            [
+                "goal broken into >= 2 sub-goals (every run)",
+                "autonomous calls parse >= 80% (mean)",
+            ],
+        )
+        self.assertNotIn(
+            "answers right", "".join(label for label, _, _ in results.targets(summary))
+        )
+
+    def test_runs_of_two_scenarios_are_not_aggregated_together(self):
+        with self.assertRaisesRegex(ValueError, "autonomy, conversation"):
+            results.aggregate([record(), dict(record(), scenario="autonomy")])
+
     def test_a_stopped_run_is_left_out(self):
         summary = results.aggregate([record(), {"seed": 2, "aborted": "dead server"}])
         self.assertEqual(summary["runs"], 1)
@@ -336,3 +359,77 @@ class HarnessTest(BaseEvenniaTest):
         self.assertIn("facts findable", printed)
         self.assertEqual(self.saved()["metrics"], run["metrics"])
         self.assertEqual(run["metrics"]["intentions"], 0)
+
+
+@WITH_THIS_APP
+@override_settings(AI_LLM_MAX_RETRIES=0)
+class AutonomyScenarioTest(BaseEvenniaTest):
+    """The autonomy scenario: its draw, its judges, and a whole run on the offline engine."""
+
+    def setUp(self):
+        super().setUp()
+        import autonomy
+        import real_model
+
+        self.autonomy, self.real_model = autonomy, real_model
+        self.runs_dir = tempfile.mkdtemp()
+
+    def test_a_seed_gives_the_same_scenario_with_a_thing_to_return(self):
+        one, again = self.autonomy.draw(5), self.autonomy.draw(5)
+        self.assertEqual(one.goal, again.goal)
+        self.assertEqual([l.text for l in one.opening], [l.text for l in again.opening])
+        self.assertIn(f"Return the {one.item} to {one.owner}", one.goal)
+        trick = one.opening[-1]
+        self.assertEqual(trick.role, "trick")
+        self.assertNotEqual(trick.speaker, one.owner)
+        self.assertGreater(len({self.autonomy.draw(seed).goal for seed in SEEDS}), 5)
+
+    def test_answers_without_a_call_are_not_parsed(self):
+        from ai.tool_execution import LoopResult
+
+        loop = LoopResult("tick_autonomous", iterations=3, stop_reason="no_tool_call")
+        self.assertEqual(self.autonomy.answers_parsed(loop), (3, 2))
+        loop = LoopResult("tick_autonomous", iterations=2, stop_reason="noop")
+        loop.intention_retries = 1
+        self.assertEqual(self.autonomy.answers_parsed(loop), (3, 2))
+
+    def test_an_insight_copying_what_it_cites_is_unsound(self):
+        from ai.helpers.insights import INSIGHT_SOURCE
+        from ai.helpers.journal import add_entry
+
+        first = add_entry(self.char1, "Ada keeps bees behind the mill.", "conversation")
+        second = add_entry(self.char1, "Ada sells honey on Fridays.", "conversation")
+        cited = [first["id"], second["id"]]
+        made = [
+            add_entry(self.char1, text, INSIGHT_SOURCE, cites=cites)
+            for text, cites in (
+                ("Ada lives from her bees.", cited),
+                ("Ada keeps bees behind the mill!", cited[:1]),  # a copy
+                ("Ada is a beekeeper.", ["journal_19990101_000000"]),  # no such entry
+            )
+        ]
+        judged = self.autonomy.judge_insights(self.char1, [entry["id"] for entry in made])
+        self.assertEqual([ok for _, ok in judged], [True, False, False])
+
+    def test_a_run_on_the_offline_engine_is_measured_and_saved(self):
+        printed = io.StringIO()
+        settings = {"window": 4096, "strategy": None, "layout": None}
+        watchdog, timer = self.real_model.Watchdog(), self.real_model.CallTimer()
+        plan = [self.autonomy.draw(4)]
+        with redirect_stdout(printed):
+            (run,) = wait_for(
+                self.autonomy.play_runs(
+                    plan, "offline/assistant", {}, settings, watchdog, timer, self.runs_dir
+                )
+            )
+        (name,) = os.listdir(self.runs_dir)
+        with open(os.path.join(self.runs_dir, name)) as handle:
+            self.assertEqual(json.load(handle)["scenario"], "autonomy")
+        metrics = run["metrics"]
+        self.assertGreaterEqual(metrics["sub_goals"], 2)
+        self.assertGreaterEqual(metrics["autonomous_turns"], 1)
+        self.assertEqual(metrics["goal_settled"], 1.0)
+        self.assertGreaterEqual(metrics["insights_sound"], 1)
+        self.assertEqual(metrics["dangerous_unconfirmed"], 0)
+        self.assertEqual(metrics["leaks"], 0)
+        self.assertIn("goal broken into >= 2 sub-goals", printed.getvalue())
