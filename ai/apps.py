@@ -10,3 +10,10 @@ class AiConfig(AppConfig):
     label = "ai"
     verbose_name = "Evennia AI assistant"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        """Connect the signals that keep an idle tick's answers true (see
+        ``ai.helpers.idle_checks``)."""
+        from .helpers import idle_checks
+
+        idle_checks.connect()

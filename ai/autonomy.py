@@ -1,9 +1,9 @@
 """What an idle awake tick does for the assistant's goals: break one down, or work on one.
 
-On an awake tick with no pending event (and ``autonomy_enabled``), one indexed query asks
-whether the assistant has an active goal; without one, nothing else runs (that query is
-all an assistant without goals pays: see docs/benchmarks.md, "Idle and reflection
-ticks"). With one, the tick does at most one of these:
+On an awake tick with no pending event (and ``autonomy_enabled``), the tick asks whether
+the assistant has an active goal (of the database once, then kept in memory until a goal
+is written: ``helpers.idle_checks``); without one, nothing else runs (see
+docs/benchmarks.md, "Idle and reflection ticks"). With one, the tick does at most one of these:
 
 1. ``goal_decompose`` for the most urgent goal of its own (a step of no goal) never broken
    into steps (see ``ai.goal_decomposition``). A failure is retried after
@@ -39,9 +39,9 @@ BACKOFF_CAP = 16
 MAX_DECOMPOSE_FAILURES = 5
 STEP_INSTRUCTION = (
     "No one is waiting for an answer now. Work on your goal #{number}: {text}{step_of}\n"
-    "Take the next step with your tools. When the goal is reached, call complete_goal; if "
-    "you cannot go on with it, call block_goal with the reason; if there is nothing to do "
-    "now, call noop."
+    "Take the next step with your tools: only tool calls act, and what you write is not "
+    "said (to speak, call say). When the goal is reached, call complete_goal; if you cannot "
+    "go on with it, call block_goal with the reason; if there is nothing to do now, call noop."
 )
 
 

@@ -351,8 +351,8 @@ SCRIPT_CONFIG = {
     "autonomy_enabled": Option(
         True,
         boolean,
-        "Pursue active goals on idle awake ticks (decompose, then autonomous turns); an "
-        "assistant without goals pays one indexed query a quiet tick",
+        "Pursue active goals on idle awake ticks (decompose, then autonomous turns); without "
+        "goals a quiet tick costs what it did before goals existed",
     ),
     "autonomous_interval": Option(
         6,

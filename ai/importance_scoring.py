@@ -11,6 +11,7 @@ import re
 from evennia.utils import logger
 from twisted.internet import defer
 
+from .helpers.idle_checks import PENDING_IMPORTANCE, forget
 from .llm_interaction import call_llm
 from .models import JournalEntry
 from .utils.markers import SCORING_HEADER
@@ -146,4 +147,5 @@ def score_entries_with_model(script, character, limit):
         row.score = round((heuristic + scores[row.entry_id]) / 2, 1)
         row.model_scored = True
     JournalEntry.objects.bulk_update(rated, ["score", "model_scored"])
+    forget(character.id, PENDING_IMPORTANCE)
     return {"scored": len(rated), "entry_ids": [row.entry_id for row in rated]}

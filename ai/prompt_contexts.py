@@ -179,6 +179,8 @@ class ContextConfig:
         records_history (bool): Whether the loop's messages join the conversation history.
         speaks (bool): Whether a text answer is said aloud in the room. Only the contexts
             that talk to players speak; elsewhere text is the model's scratch work.
+        needs_tool_call (bool): Whether only tool calls act, so an answer without one is
+            asked for again, once a turn (a context that does not speak).
     """
 
     context_type: str
@@ -197,6 +199,7 @@ class ContextConfig:
     allows_sub_agents: bool = False
     records_history: bool = False
     speaks: bool = False
+    needs_tool_call: bool = False
 
     def get_component_content_override(self, component_key):
         """Return the content replacing component ``component_key``'s text, or None."""
@@ -229,7 +232,8 @@ DEFAULT_CONTEXT_CONFIGS = {
         dangerous_requires_confirm=True,
         allows_sub_agents=True,
         records_history=True,
-        speaks=True,
+        # No one asked: its text would be its notes. It speaks through the say tool.
+        needs_tool_call=True,
     ),
     CONTEXT_REFLECTION: ContextConfig(
         context_type=CONTEXT_REFLECTION,
@@ -382,6 +386,7 @@ OVERRIDE_CHECKS = {
     "allows_sub_agents": boolean,
     "records_history": boolean,
     "speaks": boolean,
+    "needs_tool_call": boolean,
 }
 
 

@@ -56,7 +56,8 @@ LISTING_TASK = (
 def reflect_if_due(script, character, config):
     """Reflect when the entries no reflection covered add up to ``reflection_threshold``.
 
-    Costs one indexed query when nothing is due, and no model call.
+    Costs no model call when nothing is due, and no query once the importance waiting is
+    known (see ``helpers.idle_checks``).
 
     Returns:
         Deferred: Fires with None when no reflection ran (off, not due, or waiting after a

@@ -80,7 +80,8 @@ class LoopResult:
             reply said, or gave a recent reply word for word with nothing of the line
             (once a turn; a second repeat is said, a second stock reply withheld).
         intention_retries (int): Answers asked for again because they only announced a
-            tool use without making it ("I will add <thing> to my journal.").
+            tool use without making it ("I will add <thing> to my journal."), or, in a
+            context where only tool calls act (``needs_tool_call``), made no call.
         intentions_withheld (list): Such announcements that were not said (asked again
             already, or no retry left this turn).
         text_tool_calls (int): Tool calls the model wrote as text and the gateway recovered.
@@ -149,6 +150,14 @@ WHEREABOUTS_NUDGE = (
 INTENTION_NUDGE = (
     NUDGE_FRAME + "Do not say that you will use a tool: use it now, or answer {speaker} "
     "directly in your own words."
+)
+# Sent once, in a context where only tool calls act (``needs_tool_call``), after an answer
+# without one: Qwen2.5-Coder-1.5B answered goal steps in prose ("Complete_goal", "I'll start
+# by looking for the key"), which, said aloud, told the room its notes.
+CALL_NUDGE = (
+    "(A note from the game.) Your answer made no tool call, so nothing was done and nothing "
+    "was said: here only tool calls act. Answer with the tool call that takes the next step "
+    "(noop if there is nothing to do now)."
 )
 # What the turn's audience sees when an answer only announced a tool use, or gave a stock
 # reply again, and was not said: an honest sign that no answer came, never recorded (the
@@ -342,7 +351,10 @@ def run_react_loop(
         answer = yield calling
         speaking = config.speaks and event
         earlier = _recent_replies(history) if speaking else ()
-        nudge = _nudge(script, answer, event, earlier, result) if speaking else None
+        if speaking:
+            nudge = _nudge(script, answer, event, earlier, result)
+        else:
+            nudge = _call_nudge(script, config, answer, result)
         if nudge:
             answer = yield call_llm(
                 script,
@@ -354,7 +366,12 @@ def run_react_loop(
         if speaking and answer.ok and _announces_only(answer):
             why = "an announced tool use never made"
             answer = _withhold(script, character, answer, audience, why, result.intentions_withheld)
-        elif nudge and answer.ok and _stuck(script, _said_in(answer.as_message()), event, earlier):
+        elif (
+            speaking
+            and nudge
+            and answer.ok
+            and _stuck(script, _said_in(answer.as_message()), event, earlier)
+        ):
             answer = _withhold(
                 script, character, answer, audience, "a stock reply given again", result.withheld
             )
@@ -490,6 +507,19 @@ def _nudge(script, answer, event, earlier, result):
         result.repeat_retries += 1
         return REPEAT_NUDGE.format(speaker=_speaker(event))
     return None
+
+
+def _call_nudge(script, config, answer, result):
+    """Return ``CALL_NUDGE`` when ``answer`` made no tool call in a context where only calls
+    act (``needs_tool_call``), once a turn, else None. A model offered tools natively gets
+    them listed as text from now on, this retry included."""
+    if not config.needs_tool_call or result.intention_retries:
+        return None
+    if not answer.ok or answer.tool_calls:
+        return None
+    result.intention_retries += 1
+    prefer_text_listing(script, answer, "answered without a tool call where only calls act")
+    return CALL_NUDGE
 
 
 def _recent_replies(history):

@@ -14,6 +14,7 @@ from django.db import transaction
 from ..audience import may_hear
 from ..models import GOAL_SOURCES, GOAL_STATUSES, Goal
 from ..utils.message_format import one_line
+from .idle_checks import HAS_ACTIVE_GOALS, remembered
 
 PRIORITY_RANGE = (1, 10)
 DEFAULT_PRIORITY = 5
@@ -47,8 +48,13 @@ class GoalLimits:
 
 
 def has_active_goals(character):
-    """Tell whether ``character`` has an active goal (one indexed query)."""
-    return Goal.objects.filter(db_object_id=character.id, status="active").exists()
+    """Tell whether ``character`` has an active goal: one indexed query, whose answer is kept
+    until a goal of the character is written (see ``idle_checks``)."""
+    return remembered(
+        character,
+        HAS_ACTIVE_GOALS,
+        lambda: Goal.objects.filter(db_object_id=character.id, status="active").exists(),
+    )
 
 
 def get_goal(character, number, audience=False):

@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from ..audience import narrowest
 from ..models import JournalEntry
 from ..utils.echo import is_echo
+from .idle_checks import PENDING_IMPORTANCE, forget, remembered
 from .journal import INSIGHT_SOURCE, add_entry, digest
 
 
@@ -29,12 +30,16 @@ def pending_importance(character):
     """Return the summed importance of the entries no reflection has covered yet.
 
     An entry's importance is its score (0-10, see ``ai.importance_scoring``), or the
-    writer's importance for an entry scored before scores existed. One indexed query.
+    writer's importance for an entry scored before scores existed. One indexed query,
+    whose answer is kept until the journal is written (see ``idle_checks``).
     """
-    rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
-    importance = Coalesce(F("score"), F("importance"), output_field=FloatField())
-    total = rows.aggregate(total=Sum(importance))
-    return float(total["total"] or 0)
+
+    def ask():
+        rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
+        importance = Coalesce(F("score"), F("importance"), output_field=FloatField())
+        return float(rows.aggregate(total=Sum(importance))["total"] or 0)
+
+    return remembered(character, PENDING_IMPORTANCE, ask)
 
 
 def latest_entry_id(character):
@@ -54,6 +59,8 @@ def insights_after(character, row_id):
 def mark_reflected(rows):
     """Mark journal ``rows`` as covered by a reflection."""
     JournalEntry.objects.filter(id__in=[row.id for row in rows]).update(reflected=True)
+    for object_id in {row.db_object_id for row in rows}:
+        forget(object_id, PENDING_IMPORTANCE)
 
 
 def write_insight(character, content, cites, offered, audience, importance=5, tags=()):

@@ -23,6 +23,16 @@ class TestShapes(TestCase):
         reply = "Step 1: Find the <thing>\nStep 2 - Ask <name> about it\nStep 3: Bring it back"
         self.assertEqual(sub_goal_items(reply), STEPS)
 
+    def test_hash_numbers_with_or_without_a_dot(self):
+        # Qwen2.5-Coder-1.5B numbered its steps so in the autonomy evaluation; read as
+        # prose, "#1." became a sub-goal of its own.
+        reply = "#1. Find the <thing>\n#2. Ask <name> about it\n#3. Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
+        reply = (
+            "#1 Find the <thing>\n- Step 1: go to <place>\n#2 Ask <name> about it\n#3 Bring it back"
+        )
+        self.assertEqual(sub_goal_items(reply), STEPS)
+
     def test_a_json_list_of_strings_in_a_code_fence(self):
         reply = '```json\n["Find the <thing>", "Ask <name> about it", "Bring it back"]\n```'
         self.assertEqual(sub_goal_items(reply), STEPS)

@@ -18,6 +18,7 @@ from ai.models import Goal
 from ai.prompt_contexts import GOAL_DECOMPOSE_PROMPT
 from ai.sleep.assistant_runs import RUN_SUMMARY_PREFIX
 from ai.sleep.compaction import compact_conversation_history
+from ai.tool_execution import CALL_NUDGE
 
 from .support import AssistantTestCase, During, ScriptedLLM, record_messages, wait_for
 
@@ -204,7 +205,7 @@ class TestDecomposition(GoalTestCase):
 
 
 class TestAutonomy(GoalTestCase):
-    def test_no_goal_no_model_call_and_one_query_more_than_without_autonomy(self):
+    def test_no_goal_no_model_call_and_no_query_more_than_without_autonomy(self):
         with ScriptedLLM() as llm:
             self.script.set_config("llm_model", llm.model)
             self.tick()  # the first tick loads what later ticks reuse
@@ -218,7 +219,20 @@ class TestAutonomy(GoalTestCase):
                 result = self.tick()
         self.assertEqual(result["status"], "idle")
         self.assertEqual(llm.calls, [])
-        self.assertEqual(len(with_autonomy) - len(without), 1)
+        self.assertEqual(len(with_autonomy), len(without), "no goal is known without a query")
+
+    def test_a_goal_given_or_closed_between_idle_ticks_is_seen_at_the_next(self):
+        self.script.set_config("autonomous_interval", 1)
+        model = Model()
+        with model.llm() as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.assertEqual(self.tick()["status"], "idle")
+            self.builder("aigoal/add Helper = Keep the room tidy")
+            self.assertEqual(self.tick()["status"], "decomposed")
+            (goal,) = self.goals(parent=None)
+            self.builder(f"aigoal/done Helper = #{goal.id}")
+            self.assertEqual(self.tick()["status"], "idle")
+        self.assertEqual(model.calls["tick_autonomous"], 0, "nothing left to pursue")
 
     def test_an_idle_tick_works_on_the_most_urgent_step_and_closes_it(self):
         top = self.give_goal("Keep the room tidy")
@@ -237,6 +251,35 @@ class TestAutonomy(GoalTestCase):
         self.assertIn(f"Work on your goal #{urgent.id}: Sweep the floor (a step of #{top.id}", sent)
         history = self.script.conversation_history
         self.assertEqual([m["role"] for m in history], ["assistant", "tool", "assistant", "tool"])
+
+    def test_a_step_answered_in_prose_is_asked_for_as_a_call_and_never_said(self):
+        top = self.give_goal("Keep the room tidy")
+        step = self.give_goal("Sweep the floor", parent=top)
+        self.give_goal("Dust the shelves", parent=top)
+        heard = record_messages(self.char2)
+        notes = "I'll start by sweeping the floor."
+        with ScriptedLLM(notes, [("complete_goal", {"goal": step.id})], [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = self.tick()
+        step.refresh_from_db()
+        self.assertEqual(step.status, "done")
+        self.assertIn(CALL_NUDGE, str(llm.calls[1]))
+        self.assertEqual(result["loop"].intention_retries, 1)
+        self.assertNotIn(notes, " ".join(map(str, heard)))
+        self.assertNotIn(notes, str(self.script.conversation_history))
+
+    def test_a_step_answered_in_prose_twice_does_nothing_and_says_nothing(self):
+        top = self.give_goal("Keep the room tidy")
+        self.give_goal("Sweep the floor", parent=top)
+        self.give_goal("Dust the shelves", parent=top)
+        heard = record_messages(self.char2)
+        with ScriptedLLM("Complete_goal", "I will sweep now.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            result = self.tick()
+        self.assertEqual(len(llm.calls), 2, "asked again once, then the turn ends")
+        self.assertEqual(result["loop"].stop_reason, "no_tool_call")
+        self.assertFalse(result["progress"])
+        self.assertEqual(heard, [])
 
     def test_autonomy_off_pursues_nothing(self):
         self.script.set_config("autonomy_enabled", False)

@@ -5,7 +5,9 @@ live history, and reach long-term memory in the next sleep."""
 
 import json
 
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from ai.commands import CmdAiHistory
 from ai.helpers.insights import write_insight
@@ -109,6 +111,16 @@ class TestTrigger(ReflectionTestCase):
         self.say_facts(FACTS[0])
         self.assertEqual(self.idle_tick()["status"], "idle")
         self.assertEqual(self.llm.calls, [], "one entry is below the threshold")
+
+    def test_idle_ticks_ask_the_journal_once_until_it_is_written(self):
+        self.script.set_config("reflection_threshold", 12)
+        self.say_facts(FACTS[0])
+        self.idle_tick()
+        with CaptureQueriesContext(connection) as asked:
+            self.assertEqual(self.idle_tick()["status"], "idle")
+        self.assertFalse([q for q in asked if "ai_journalentry" in q["sql"]])
+        self.say_facts(FACTS[1])  # written: the importance is asked again, and is due
+        self.assertEqual(self.idle_tick([("noop", {})])["status"], "reflected")
 
     def test_the_same_entries_are_never_reflected_on_twice(self):
         self.script.set_config("reflection_threshold", 12)

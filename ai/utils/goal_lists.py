@@ -13,9 +13,11 @@ import re
 
 from .sentences import sentences
 
-# "1. ", "1) ", "(1) ", "Step 1: ", "Sub-goal 1 - ", "- ", "* ", "+ ", "• ".
+# "1. ", "1) ", "(1) ", "#1. ", "#1 ", "Step 1: ", "Sub-goal 1 - ", "- ", "* ", "+ ", "• ".
 _NUMBERED = re.compile(
-    r"^\s*(?:\(?\d{1,3}[.):]|(?:step|sub-?goal|goal|task)\s*\d{1,3}\s*[.):\-]?)\s*(?=\S)", re.I
+    r"^\s*(?:\(?#?\d{1,3}[.):]|#\d{1,3}\b|(?:step|sub-?goal|goal|task)\s*#?\d{1,3}\s*[.):\-]?)"
+    r"\s*(?=\S)",
+    re.I,
 )
 _BULLETED = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
 # A few words before a colon that open a sentence of prose: not a step.
