@@ -40,8 +40,9 @@ MAX_DECOMPOSE_FAILURES = 5
 STEP_INSTRUCTION = (
     "No one is waiting for an answer now. Work on your goal #{number}: {text}{step_of}\n"
     "Take the next step with your tools: only tool calls act, and what you write is not "
-    "said (to speak, call say). When the goal is reached, call complete_goal; if you cannot "
-    "go on with it, call block_goal with the reason; if there is nothing to do now, call noop."
+    "said (to speak, call say). When the goal is reached, call complete_goal with "
+    '{{"goal": {number}}}; if you cannot go on with it, call block_goal with "goal" {number} '
+    'and the "reason"; if there is nothing to do now, call noop.'
 )
 
 

@@ -95,6 +95,10 @@ def whereabouts(character):
     return f"You are in {character.location.key}. Present: {present}."
 
 
+# Things the character context names that the assistant carries, at most.
+CARRIED_SHOWN = 10
+
+
 def render_character_context(state):
     character = state.character
     lines = [f"You are {character.key}, currently {state.script.db.operating_mode}."]
@@ -103,6 +107,10 @@ def render_character_context(state):
         lines.append(f"Your description: {description}")
     if character.location:
         lines.append(whereabouts(character))
+    carried = [obj.key for obj in character.contents if obj.destination is None][:CARRIED_SHOWN]
+    if carried:
+        more = len(character.contents) - len(carried)
+        lines.append(f"You carry: {', '.join(carried)}{f' and {more} more' if more > 0 else ''}.")
     return "\n".join(lines)
 
 

@@ -156,8 +156,8 @@ INTENTION_NUDGE = (
 # by looking for the key"), which, said aloud, told the room its notes.
 CALL_NUDGE = (
     "(A note from the game.) Your answer made no tool call, so nothing was done and nothing "
-    "was said: here only tool calls act. Answer with the tool call that takes the next step "
-    "(noop if there is nothing to do now)."
+    "was said: here only tool calls act. Answer with the tool call that takes the next step, "
+    'as one line of JSON: {"name": "<tool>", "arguments": {...}}.'
 )
 # What the turn's audience sees when an answer only announced a tool use, or gave a stock
 # reply again, and was not said: an honest sign that no answer came, never recorded (the

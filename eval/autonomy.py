@@ -123,10 +123,25 @@ def copies(text, cited):
     return False
 
 
+def parrots(text, source):
+    """Return whether ``COPY_OVERLAP`` of ``text``'s words come from ``source``."""
+    words = set(re.findall(r"[a-z']+", text.lower()))
+    theirs = set(re.findall(r"[a-z']+", source.lower()))
+    return bool(words) and len(words & theirs) / len(words) >= COPY_OVERLAP
+
+
+def grounded(text, cited):
+    """Return whether ``text`` shares a word of four letters or more with one of ``cited``."""
+    words = {word for word in re.findall(r"[a-z']{4,}", text.lower())}
+    return any(words & set(re.findall(r"[a-z']{4,}", other.lower())) for other in cited)
+
+
 def judge_insights(assistant, insight_ids):
     """Return ``[(insight, sound)]``: sound when it cites real earlier entries of the
-    assistant (no insight of the same reflection) and copies none of them."""
+    assistant (no insight of the same reflection), copies none of them nor the
+    reflection's instruction, and shares a word with them."""
     from ai.helpers.journal import journal_entries
+    from ai.reflection import LISTING_TASK
 
     entries = {entry["id"]: entry for entry in journal_entries(assistant)}
     judged = []
@@ -137,7 +152,9 @@ def judge_insights(assistant, insight_ids):
         cites = list(insight.get("cites") or ())
         real = bool(cites) and all(c in entries and c not in insight_ids for c in cites)
         texts = [entries[c]["content"] for c in cites if c in entries]
-        judged.append((insight, real and not copies(insight["content"], texts)))
+        text = insight["content"]
+        copied = copies(text, texts) or parrots(text, LISTING_TASK)
+        judged.append((insight, real and not copied and grounded(text, texts)))
     return judged
 
 

@@ -16,8 +16,12 @@ from django.db.models.functions import Coalesce
 from ..audience import narrowest
 from ..models import JournalEntry
 from ..utils.echo import is_echo
+from ..utils.facts import plain_words, telling_words
 from .idle_checks import PENDING_IMPORTANCE, forget, remembered
 from .journal import INSIGHT_SOURCE, add_entry, digest
+
+# The shortest word that shows an insight draws on what it cites.
+GROUNDING_LETTERS = 4
 
 
 def pending_entries(character, limit):
@@ -54,6 +58,14 @@ def insights_after(character, row_id):
         db_object_id=character.id, id__gt=row_id, source_type=INSIGHT_SOURCE
     )
     return list(rows.order_by("id"))
+
+
+def _draws_on(content, cited):
+    """Tell whether ``content`` shares a word of ``GROUNDING_LETTERS`` letters or more, other
+    than filler, with one of the ``cited`` texts (Qwen2.5-Coder-1.5B wrote "This entry wraps
+    up my reflection on my recent work." as an insight)."""
+    words = {w for w in telling_words(plain_words(content)) if len(w) >= GROUNDING_LETTERS}
+    return any(words & set(telling_words(plain_words(text))) for text in cited)
 
 
 def mark_reflected(rows):
@@ -111,6 +123,11 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         raise ValueError(
             f"it repeats entry {copied.entry_id}; an insight says what the entries mean "
             "together, in your own words"
+        )
+    if not _draws_on(content, [row.content for row in cited]):
+        raise ValueError(
+            "it names nothing of the entries it cites; an insight says what they mean "
+            "together (who, what, where)"
         )
     try:
         kept_for = narrowest([audience, *(row.audience for row in cited)])

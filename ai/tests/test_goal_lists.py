@@ -32,6 +32,8 @@ class TestShapes(TestCase):
             "#1 Find the <thing>\n- Step 1: go to <place>\n#2 Ask <name> about it\n#3 Bring it back"
         )
         self.assertEqual(sub_goal_items(reply), STEPS)
+        reply = "- #16a Find the <thing>\n- #16b Ask <name> about it\n- #16c Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
 
     def test_a_json_list_of_strings_in_a_code_fence(self):
         reply = '```json\n["Find the <thing>", "Ask <name> about it", "Bring it back"]\n```'

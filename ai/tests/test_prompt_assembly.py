@@ -3,6 +3,8 @@
 import random
 from unittest import TestCase
 
+from evennia.utils import create
+
 from ai.prompt_assembly import assemble_prompt, history_units, select_history
 from ai.prompt_components import (
     STATIC_COMPONENTS,
@@ -81,6 +83,17 @@ class TestAssembly(AssistantTestCase):
         return assemble_prompt(
             self.script, self.assistant, config, MODEL, budget, list(history), **kwargs
         )
+
+    def test_the_character_context_names_what_the_assistant_carries(self):
+        self.assertNotIn("You carry", self.assemble().messages[1]["content"])
+        for key in ("brass key", "lantern"):
+            create.create_object(
+                "evennia.objects.objects.DefaultObject",
+                key=key,
+                location=self.assistant,
+                home=self.room1,
+            )
+        self.assertIn("You carry: brass key, lantern.", self.assemble().messages[1]["content"])
 
     def test_components_come_in_id_order_and_empty_ones_add_nothing(self):
         self.assistant.ndb.context_buffer = ["Char waves."]

@@ -190,6 +190,15 @@ class TestCitations(ReflectionTestCase):
         self.assertEqual(self.insights(), [])
         self.assertIn(f"it repeats entry {self.ids[0]}", sent(self.llm.calls[1]))
 
+    def test_an_insight_naming_nothing_of_what_it_cites_is_refused(self):
+        # Qwen2.5-Coder-1.5B wrote this as an insight in the autonomy evaluation.
+        vague = "This entry wraps up my reflection on my recent work."
+        self.idle_tick(
+            [("add_journal_entry", {"content": vague, "cites": self.ids})], [("noop", {})]
+        )
+        self.assertEqual(self.insights(), [])
+        self.assertIn("it names nothing of the entries it cites", sent(self.llm.calls[1]))
+
     def test_only_real_entries_shown_in_this_reflection_are_kept_as_citations(self):
         old = JournalEntry.objects.create(
             db_object_id=self.assistant.id, entry_id="journal_old", content="Old.", reflected=True

@@ -188,6 +188,22 @@ def test_call_without_arguments():
     assert _calls(_extract('{"name": "noop", "arguments": ""}')) == [("noop", {})]
 
 
+@pytest.mark.parametrize(
+    "text", ["noop", "noop()", "`noop`", " noop. ", "Update_entity_observation"]
+)
+def test_an_answer_that_is_only_a_tool_name_needing_no_argument_is_its_call(text):
+    # Qwen2.5-Coder-1.5B answered goal steps with the bare word "noop".
+    name = "noop" if "noop" in text else "update_entity_observation"
+    result = _extract(text)
+    assert _calls(result) == [(name, {})] and result.text == ""
+
+
+@pytest.mark.parametrize("text", ["Noop", "say", "Say.", "noop now", "I will noop"])
+def test_a_word_that_is_no_whole_call_or_needs_arguments_stays_text(text):
+    result = _extract(text)
+    assert result.calls == [] and result.text == text
+
+
 def test_json_value_that_is_not_call_shaped_is_left_alone():
     text = 'The note said {"mood": "happy"} in the margin.'
     result = _extract(text)

@@ -20,6 +20,8 @@ _NUMBERED = re.compile(
     re.I,
 )
 _BULLETED = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
+# A goal number opening an item, the goal's own or one made up ("- #16a Tell Bram").
+_GOAL_NUMBER = re.compile(r"^#\d{1,4}[a-z]?[.):]?\s+(?=\S)")
 # A few words before a colon that open a sentence of prose: not a step.
 _LEAD_IN = re.compile(r"^[^:.!?]{0,40}:\s*")
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.S)
@@ -127,7 +129,7 @@ def _cleaned(items, sequence_words=_SEQUENCE_WORDS):
     cleaned, seen = [], set()
     for item in items:
         item = " ".join(item.replace("**", "").replace("__", "").split())
-        item = sequence_words.sub("", item).strip(" -:")
+        item = sequence_words.sub("", _GOAL_NUMBER.sub("", item)).strip(" -:")
         if item and item[0].islower():
             item = item[0].upper() + item[1:]
         if item and item.lower() not in seen:

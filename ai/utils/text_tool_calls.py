@@ -53,8 +53,14 @@ def extract_tool_calls(text, tools):
     """
     if not isinstance(text, str) or not text.strip():
         return TextToolCalls(text=text if isinstance(text, str) else "")
-    hits = _collect(text, _Catalog(tools), _FINDERS)
+    catalog = _Catalog(tools)
+    hits = _collect(text, catalog, _FINDERS)
     if not any(items for _, _, items in hits):
+        bare = _bare_call(text, catalog)
+        if bare:
+            return TextToolCalls(
+                calls=[{"id": _new_id(set()), "type": "function", "function": bare}]
+            )
         return TextToolCalls(text=text)
     calls, malformed, taken = [], [], set()
     for _, _, items in hits:
@@ -107,6 +113,24 @@ class _Catalog:
             if key.startswith(prefix):
                 return key[len(prefix) :]
         return key
+
+
+# A whole answer that is one name, perhaps in backticks or with empty parentheses.
+_BARE_NAME = re.compile(r"^`?([A-Za-z_]\w*)(?:\(\))?`?\.?$")
+
+
+def _bare_call(text, catalog):
+    """The call of an answer that is only the name of an offered tool needing no argument
+    (``noop``, ``review_journal()``), or None. A name without an underscore must match in
+    case: "Look." answering a player is a word, not the look tool."""
+    match = _BARE_NAME.match(text.strip())
+    found = catalog.lookup(match.group(1)) if match else None
+    if found is None or (found[1].get("required") or ()):
+        return None
+    name = match.group(1)
+    if "_" not in name and name != found[0]:
+        return None
+    return {"name": found[0], "arguments": "{}"}
 
 
 def _build_call(catalog, name, arguments):
