@@ -110,7 +110,8 @@ def add_goal(
         origin (str): What it came from (who asked, a message, the parent).
 
     Raises:
-        GoalRefused: naming the limit or the value refused; nothing is written.
+        GoalRefused: naming the limit or the value refused, or the active goal of the same
+            parent that has this text already; nothing is written.
     """
     text = check_text(text, limits)
     check_priority(priority)
@@ -127,6 +128,11 @@ def add_goal(
                 f"({limits.max_depth}) allows"
             )
         audience = audience or parent.audience
+    same = Goal.objects.filter(
+        db_object_id=character.id, status="active", parent=parent, text__iexact=text
+    ).first()
+    if same is not None:
+        raise GoalRefused(f"goal #{same.id} is that goal already")
     active = Goal.objects.filter(db_object_id=character.id, status="active").count()
     if active >= limits.max_active:
         raise GoalRefused(

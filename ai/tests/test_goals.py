@@ -93,6 +93,18 @@ class TestLimits(GoalTestCase):
         results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
         self.assertIn("No goal added: the text has 10,240 characters; goal_max_chars", results[0])
 
+    def test_the_same_goal_twice_is_refused_naming_the_first(self):
+        # Qwen2.5-Coder-1.5B added "Tell <name> about ..." twice in one autonomous turn.
+        first = self.give_goal("Keep the room tidy")
+        self.assertIn(
+            f"goal #{first.id} is that goal already",
+            self.builder_words("aigoal/add Helper = keep the room tidy"),
+        )
+        step = self.give_goal("Keep the room tidy", parent=first)  # a step may say it again
+        self.assertEqual(step.parent_id, first.id)
+        self.builder(f"aigoal/done Helper = {first.id}")
+        self.assertEqual(self.give_goal("Keep the room tidy").status, "active")
+
     def test_active_goals_and_depth_are_limited_by_name(self):
         self.script.set_config("goal_max_active", 2)
         self.script.set_config("goal_max_depth", 2)
