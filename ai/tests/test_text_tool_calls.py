@@ -204,6 +204,15 @@ def test_a_word_that_is_no_whole_call_or_needs_arguments_stays_text(text):
     assert result.calls == [] and result.text == text
 
 
+def test_a_word_left_unquoted_as_a_value_is_read_as_a_string():
+    text = '{"name": "add_journal_entry", "arguments": {"content": "x", "tags": [journal_1, b-2]}}'
+    assert _calls(_extract(text)) == [
+        ("add_journal_entry", {"content": "x", "tags": ["journal_1", "b-2"]})
+    ]
+    flags = '{"name": "add_journal_entry", "arguments": {"content": "x", "importance": null}}'
+    assert _calls(_extract(flags)) == [("add_journal_entry", {"content": "x", "importance": None})]
+
+
 def test_json_value_that_is_not_call_shaped_is_left_alone():
     text = 'The note said {"mood": "happy"} in the margin.'
     result = _extract(text)

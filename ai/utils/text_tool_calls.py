@@ -231,6 +231,8 @@ _CLOSERS = {"{": "}", "[": "]", "(": ")"}
 _QUOTE_AFTER = set("{[(,:=")
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_]\w*)\s*:")
+# A word left unquoted as a value: "cites": [journal_20261126_082827_6] (Qwen2.5-Coder-1.5B).
+_BARE_VALUE = re.compile(r"([\[,:]\s*)([A-Za-z_][\w\-]*)(?=\s*[,\]}])")
 _JSON_WORDS = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')|\b(true|false|null)\b")
 _PYTHON_WORDS = {"true": "True", "false": "False", "null": "None"}
 
@@ -290,7 +292,15 @@ def _repairs(text):
         fixed = _TRAILING_COMMA.sub(r"\1", base)
         yield fixed
         yield _close_brackets(fixed)
-        yield _BARE_KEY.sub(r'\1"\2":', _close_brackets(fixed))
+        keyed = _BARE_KEY.sub(r'\1"\2":', _close_brackets(fixed))
+        yield keyed
+        yield _BARE_VALUE.sub(_quoted_word, keyed)
+
+
+def _quoted_word(match):
+    """Quote a bare word value, unless it is one of JSON's own words."""
+    word = match.group(2)
+    return match.group(0) if word in ("true", "false", "null") else f'{match.group(1)}"{word}"'
 
 
 def _loads_lenient(raw):
