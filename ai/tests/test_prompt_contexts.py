@@ -218,9 +218,10 @@ class TestDefaults(TestCase):
                 offered = get_context_config(context_type).tool_filter or []
                 # A misspelt name would silently offer one tool fewer.
                 self.assertLessEqual(set(offered), registered)
-                speaks = get_context_config(context_type).speaks
-                # Only a context whose words reach the room may offer speech.
-                self.assertEqual("say" in offered, speaks)
+                config = get_context_config(context_type)
+                # Only a context whose words reach the room may offer speech: as its text,
+                # or, where only tool calls act, through say.
+                self.assertEqual("say" in offered, config.speaks or config.needs_tool_call)
         for tools in (CONVERSATION_TOOLS, REFLECTION_TOOLS, SLEEP_TOOLS, PRE_COMPACTION_TOOLS):
             self.assertIn("add_journal_entry", tools)
         self.assertEqual(EXECUTION_MODES, ("single_action", "react_loop"))
