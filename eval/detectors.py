@@ -94,8 +94,8 @@ def _starts_sentence(text, start):
     before = text[:start].rstrip(" \t")
     if not before or before.endswith(SENTENCE_STARTS) or re.search(r"\d\.?$", before):
         return True
-    # Words quoted without quotation marks: "You said, Yes, I can ...".
-    return bool(re.search(r"\b(?:said|says|asked|asks|whispered|whispers),$", before))
+    # Words quoted without quotation marks: "You said, Yes, I can ...", "You said Yes, ...".
+    return bool(re.search(r"\b(?:said|says|asked|asks|whispered|whispers),?$", before))
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,7 @@ class DetectorTest(TestCase):
         labelled = [
             "[You said] That's a fine gate, Ada.",
             "- You said, Yes, I can tell. Can you wait?",
+            "- You said Yes, market nights can be noisy.",  # seed 25's summary
         ]
         self.assertEqual(detectors.invented(labelled, self.conversation), [])
         gerund = ['- You said "It is crowded. Hiding the map there is an idea."']
