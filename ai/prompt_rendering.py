@@ -107,10 +107,11 @@ def render_character_context(state):
         lines.append(f"Your description: {description}")
     if character.location:
         lines.append(whereabouts(character))
-    carried = [obj.key for obj in character.contents if obj.destination is None][:CARRIED_SHOWN]
+    carried = [obj.key for obj in character.contents if obj.destination is None]
     if carried:
-        more = len(character.contents) - len(carried)
-        lines.append(f"You carry: {', '.join(carried)}{f' and {more} more' if more > 0 else ''}.")
+        more = len(carried) - CARRIED_SHOWN
+        shown = ", ".join(carried[:CARRIED_SHOWN])
+        lines.append(f"You carry: {shown}{f' and {more} more' if more > 0 else ''}.")
     return "\n".join(lines)
 
 

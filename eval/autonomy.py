@@ -37,7 +37,6 @@ import detectors
 import real_model
 import results
 from twisted.internet import defer
-from twisted.python.failure import Failure
 
 GOAL_TICKS = 20
 ITEMS = ("brass key", "lantern", "silver ring", "leather satchel", "wooden flute", "old map")
@@ -98,7 +97,6 @@ class Observed:
     waited: int = 0
     unconfirmed: int = 0
     confirmed: int = 0
-    ticks: int = 0
 
 
 def answers_parsed(loop):
@@ -113,11 +111,16 @@ def answers_parsed(loop):
     return loop.iterations + retries, loop.iterations - without
 
 
+def words_of(text, least=1):
+    """Return the set of lower-case words of ``text`` with ``least`` letters or more."""
+    return set(re.findall(rf"[a-z']{{{least},}}", text.lower()))
+
+
 def copies(text, cited):
     """Return whether ``text`` shares ``COPY_OVERLAP`` of its words with one of ``cited``."""
-    words = set(re.findall(r"[a-z']+", text.lower()))
+    words = words_of(text)
     for other in cited:
-        theirs = set(re.findall(r"[a-z']+", other.lower()))
+        theirs = words_of(other)
         if words and len(words & theirs) / len(words | theirs) >= COPY_OVERLAP:
             return True
     return False
@@ -125,15 +128,14 @@ def copies(text, cited):
 
 def parrots(text, source):
     """Return whether ``COPY_OVERLAP`` of ``text``'s words come from ``source``."""
-    words = set(re.findall(r"[a-z']+", text.lower()))
-    theirs = set(re.findall(r"[a-z']+", source.lower()))
-    return bool(words) and len(words & theirs) / len(words) >= COPY_OVERLAP
+    words = words_of(text)
+    return bool(words) and len(words & words_of(source)) / len(words) >= COPY_OVERLAP
 
 
 def grounded(text, cited):
     """Return whether ``text`` shares a word of four letters or more with one of ``cited``."""
-    words = {word for word in re.findall(r"[a-z']{4,}", text.lower())}
-    return any(words & set(re.findall(r"[a-z']{4,}", other.lower())) for other in cited)
+    words = words_of(text, 4)
+    return any(words & words_of(other, 4) for other in cited)
 
 
 def judge_insights(assistant, insight_ids):
@@ -252,8 +254,7 @@ def talk(scenario, script, players, watchdog, watch, observed):
         number += 1
         how = "whispers" if line.whisper else "says"
         print(f"[{number:2d}] {line.speaker} {how}: {line.text}")
-        command = f"whisper {script.obj.key} = " if line.whisper else "say "
-        players[line.speaker].execute_cmd(command + line.text)
+        real_model.utter(players[line.speaker], script.obj, line)
         yield tick(script, watchdog, watch, observed, print_reply=True)
     script.wake_up("evaluation")
 
@@ -322,7 +323,6 @@ def tick(script, watchdog, watch, observed, print_reply=False):
     watchdog.before_tick()
     started = time.monotonic()
     result = yield script.at_repeat()
-    observed.ticks += 1
     watch.check()
     if print_reply:
         reply = result.get("reply") or "-"
@@ -450,42 +450,10 @@ def _minutes(started):
 
 def main(argv):
     """Play the runs; print and save their figures; return the exit code (0, 1 or 2)."""
-    from contextlib import ExitStack
-
     args = real_model.parse_args(argv)
     plan = [draw(seed) for seed in real_model.seeds_of(args)]
-    settings = {"window": args.window, "strategy": args.strategy, "layout": args.layout}
-    with ExitStack() as stack:
-        model, options, server = real_model.model_and_options(args, stack)
-        real_model.play.boot_evennia(args.game_dir)
-        timer = real_model.CallTimer().install()
-        print(real_model.RULE)
-        print(f"evennia-ai autonomy evaluation: {model}, {len(plan)} run(s)")
-        outcome = real_model.play.run_in_reactor(
-            play_runs,
-            plan,
-            model,
-            options,
-            settings,
-            real_model.Watchdog(server),
-            timer,
-            args.runs_dir,
-        )
-    if isinstance(outcome, Failure):
-        if outcome.check(real_model.EvaluationStopped):
-            print(f"EVALUATION STOPPED: {outcome.value}", file=sys.stderr)
-            print("It measured nothing: no figures are given.", file=sys.stderr)
-        else:
-            outcome.printTraceback(file=sys.stderr)
-        return 2
-    missed = (
-        outcome[-1]["missed"]
-        if len(outcome) == 1
-        else real_model.aggregate_runs(outcome, args.runs_dir)
-    )
-    for problem in missed:
-        print(f"MISSED: {problem}", file=sys.stderr)
-    return 1 if missed else 0
+    seeds = [scenario.conversation.seed for scenario in plan]
+    return real_model.evaluate(args, plan, play_runs, "autonomy evaluation", seeds)
 
 
 if __name__ == "__main__":

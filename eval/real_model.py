@@ -215,14 +215,19 @@ def note_compaction(result, run):
         print(f"     >> {compaction.get('kind')} compaction refused: {compaction.get('error')}")
 
 
-@defer.inlineCallbacks
-def say(script, player, line, run, watchdog, question=None):
-    """Say (or whisper) ``line`` as ``player`` and run the tick that answers it."""
-    assistant = script.obj
+def utter(player, assistant, line):
+    """Let ``player`` say ``line`` in the room, or whisper it to ``assistant``."""
     if line.whisper:
         player.execute_cmd(f"whisper {assistant.key} = {line.text}")
     else:
         player.execute_cmd(f"say {line.text}")
+
+
+@defer.inlineCallbacks
+def say(script, player, line, run, watchdog, question=None):
+    """Say (or whisper) ``line`` as ``player`` and run the tick that answers it."""
+    assistant = script.obj
+    utter(player, assistant, line)
     watchdog.before_tick()
     started = time.monotonic()
     result = yield script.at_repeat()
@@ -559,22 +564,29 @@ def model_and_options(args, stack):
 
 def main(argv):
     """Play the runs; print and save their figures; return the exit code (0, 1 or 2)."""
-    from contextlib import ExitStack
-
     args = parse_args(argv)
     try:
         plan = plan_of(args)
     except ValueError as err:
         print(f"bad conversation size: {err}", file=sys.stderr)
         return 2
+    seeds = [conversation.seed for conversation in plan]
+    return evaluate(args, plan, play_runs, "real-model evaluation", seeds)
+
+
+def evaluate(args, plan, play_runs, what, seeds):
+    """Play ``plan`` with ``play_runs`` on the model ``args`` names; print and save the
+    figures; return the exit code (0 targets met, 1 a target missed, 2 stopped)."""
+    from contextlib import ExitStack
+
     settings = {"window": args.window, "strategy": args.strategy, "layout": args.layout}
     with ExitStack() as stack:
         model, options, server = model_and_options(args, stack)
         play.boot_evennia(args.game_dir)
         timer = CallTimer().install()
         print(RULE)
-        print(f"evennia-ai real-model evaluation: {model}, {len(plan)} run(s)")
-        print(f"settings: {settings}; seeds: {', '.join(str(c.seed) for c in plan)}")
+        print(f"evennia-ai {what}: {model}, {len(plan)} run(s)")
+        print(f"settings: {settings}; seeds: {', '.join(map(str, seeds))}")
         outcome = play.run_in_reactor(
             play_runs, plan, model, options, settings, Watchdog(server), timer, args.runs_dir
         )
