@@ -358,7 +358,9 @@ class Goal(models.Model):
     origin = NulSafeCharField(
         max_length=255, blank=True, default="", help_text="What it came from: who, or what."
     )
-    reason = NulSafeTextField(blank=True, default="", help_text="Why it is blocked or dropped.")
+    reason = NulSafeTextField(
+        blank=True, default="", help_text="Why it is blocked or dropped, or done with its steps."
+    )
     decompose_failures = models.PositiveSmallIntegerField(
         default=0, help_text="Unusable decompositions in a row (their retries back off)."
     )

@@ -47,7 +47,8 @@ class CmdAiGoal(AssistantCommand):
     its goal: its number, status, priority (when not 5), where it came from
     and who may hear it. An assistant pursues its active goals when no one
     is talking to it (autonomy_enabled, every autonomous_interval ticks),
-    and breaks a new goal into steps first. A goal asked for in a whisper
+    and breaks a new goal into steps first; a goal whose steps are all done
+    (or dropped) is done with its last one. A goal asked for in a whisper
     stays private to its whisperer. Limits: goal_max_active, goal_max_depth
     and goal_max_chars (see aiconfig).
 
@@ -106,7 +107,8 @@ class CmdAiGoal(AssistantCommand):
 
     def do_done(self, assistant, text):
         goal = set_status(get_goal(assistant, _number(text)), "done")
-        self.tell(f"Goal #{goal.id} of {assistant.key} is done.")
+        closed = "".join(f", and with it #{parent.id}" for parent in goal.closed_parents)
+        self.tell(f"Goal #{goal.id} of {assistant.key} is done{closed}.")
 
     def do_drop(self, assistant, text):
         number, _, reason = text.partition(" ")

@@ -2,8 +2,9 @@
 
 A goal is added within three limits (the script's ``goal_max_active``, ``goal_max_depth``
 and ``goal_max_chars``), each refusal naming its limit; a parent is never made its own
-descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason), and
-closing a goal drops its active sub-goals. What a goal came from is kept: its ``source``
+descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason); closing a goal
+drops its active sub-goals, and a goal whose steps are all settled, at least one done and
+none blocked, is done with them. What a goal came from is kept: its ``source``
 (builder, player, self or decomposition) and ``origin`` (who asked, or which goal it is a
 step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
 one asked for in a whisper is only ever shown in turns private to its whisperer.
@@ -173,7 +174,9 @@ def check_priority(priority):
 def set_status(goal, status, reason=""):
     """Mark ``goal`` done, blocked, dropped, or active again; return it.
 
-    A goal done or dropped drops its active sub-goals with it (they were steps to it).
+    A goal done or dropped drops its active sub-goals with it (they were steps to it), and
+    closes the goals it was the last open step of (see ``_close_finished_parents``): the
+    returned goal's ``closed_parents`` lists them.
 
     Raises:
         GoalRefused: for an unknown status, or a blocked or dropped goal without a reason.
@@ -183,6 +186,7 @@ def set_status(goal, status, reason=""):
     reason = " ".join((reason or "").split())
     if status in ("blocked", "dropped") and not reason:
         raise GoalRefused(f"a {status} goal needs a reason")
+    goal.closed_parents = []
     with transaction.atomic():
         goal.status, goal.reason = status, reason
         goal.save(update_fields=["status", "reason", "updated_at"])
@@ -190,7 +194,24 @@ def set_status(goal, status, reason=""):
             for child in _active_descendants(goal):
                 child.status, child.reason = "dropped", f"goal #{goal.id} is {status}"
                 child.save(update_fields=["status", "reason", "updated_at"])
+            goal.closed_parents = _close_finished_parents(goal)
     return goal
+
+
+def _close_finished_parents(goal):
+    """Mark done each active ancestor of ``goal`` whose steps are now all done or dropped,
+    at least one done (a goal broken into steps is reached when its steps are); return
+    them, nearest first."""
+    closed, parent = [], goal.parent
+    while parent is not None and parent.status == "active":
+        statuses = set(parent.children.values_list("status", flat=True))
+        if "done" not in statuses or not statuses <= {"done", "dropped"}:
+            break
+        parent.status, parent.reason = "done", "its steps are done"
+        parent.save(update_fields=["status", "reason", "updated_at"])
+        closed.append(parent)
+        parent = parent.parent
+    return closed
 
 
 def _active_descendants(goal):

@@ -264,6 +264,36 @@ class TestAutonomy(GoalTestCase):
         history = self.script.conversation_history
         self.assertEqual([m["role"] for m in history], ["assistant", "tool", "assistant", "tool"])
 
+    def test_the_last_step_done_closes_its_goal_and_a_blocked_step_keeps_it_open(self):
+        top = self.give_goal("Return the cup, then tidy up")
+        first = self.give_goal("Return the cup", parent=top)
+        second = self.give_goal("Tidy up", parent=top)
+        self.builder(f"aigoal/done Helper = {first.id}")
+        top.refresh_from_db()
+        self.assertEqual(top.status, "active", "a step is still open")
+        model = Model(autonomous=[("complete_goal", {"goal": second.id})])
+        with ScriptedLLM(model, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        top.refresh_from_db()
+        self.assertEqual((top.status, top.reason), ("done", "its steps are done"))
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn(
+            f"Goal #{second.id} is done. Its steps all done, #{top.id} is done", results[0]
+        )
+        other = self.give_goal("Feed the cat")
+        stuck = self.give_goal("Find the cat food", parent=other)
+        fed = self.give_goal("Fill the bowl", parent=other)
+        self.builder(f"aigoal/drop Helper = {stuck.id} no food")  # dropped, nothing done yet
+        other.refresh_from_db()
+        self.assertEqual(other.status, "active")
+        self.builder(f"aigoal/add Helper = #{other.id} Buy cat food")
+        (bought,) = self.goals(text="Buy cat food")
+        Goal.objects.filter(id=bought.id).update(status="blocked", reason="no coin")
+        self.assertIn(f"is done.", self.builder_words(f"aigoal/done Helper = {fed.id}"))
+        other.refresh_from_db()
+        self.assertEqual(other.status, "active", "a blocked step leaves its goal open")
+
     def test_a_step_answered_in_prose_is_asked_for_as_a_call_and_never_said(self):
         top = self.give_goal("Keep the room tidy")
         step = self.give_goal("Sweep the floor", parent=top)
@@ -493,7 +523,7 @@ class TestOfflineEngine(GoalTestCase):
         steps = self.goals(parent=goal)
         self.assertEqual(len(steps), 3)
         self.assertIn("Keep the room tidy", steps[1].text)
-        self.assertEqual(statuses[1:5], ["autonomous"] * 4)
+        self.assertEqual(statuses[1:5], ["autonomous"] * 3 + ["idle"], "done with its steps")
         self.assertEqual({g.status for g in self.goals()}, {"done"})
         self.assertIn("done", self.builder("aigoal Helper"))
         runs = [run for run in self.script.db.model_runs if run["context"] == "tick_autonomous"]

@@ -101,7 +101,11 @@ def _open_goal(ctx, number):
 
 
 def _after(goal):
-    """Return what to do once ``goal`` is done: close its parent when no step is left."""
+    """Return what follows ``goal`` being done: the goals closed with it, or the parent
+    left without an open step (one blocked), to close or carry on with."""
+    if goal.closed_parents:
+        closed = ", ".join(f"#{parent.id}" for parent in goal.closed_parents)
+        return f" Its steps all done, {closed} is done too."
     parent = goal.parent
     if parent is None or parent.status != "active":
         return ""
