@@ -22,6 +22,11 @@ from .journal import INSIGHT_SOURCE, add_entry, digest
 
 # The shortest word that shows an insight draws on what it cites.
 GROUNDING_LETTERS = 4
+# An insight given no citation cites the entries it was shown that share at least this
+# many such words with it, the most sharing first, at most ``INFERRED_CITES`` of them
+# (Qwen2.5-Coder-1.5B wrote insights without cites, and with the ids among its tags).
+INFERRED_MIN_SHARED = 2
+INFERRED_CITES = 3
 
 
 def pending_entries(character, limit):
@@ -60,12 +65,27 @@ def insights_after(character, row_id):
     return list(rows.order_by("id"))
 
 
+def _grounding_words(text):
+    """Return the words of ``text``, other than filler, of ``GROUNDING_LETTERS`` letters on."""
+    return {w for w in telling_words(plain_words(text)) if len(w) >= GROUNDING_LETTERS}
+
+
 def _draws_on(content, cited):
-    """Tell whether ``content`` shares a word of ``GROUNDING_LETTERS`` letters or more, other
-    than filler, with one of the ``cited`` texts (Qwen2.5-Coder-1.5B wrote "This entry wraps
-    up my reflection on my recent work." as an insight)."""
-    words = {w for w in telling_words(plain_words(content)) if len(w) >= GROUNDING_LETTERS}
+    """Tell whether ``content`` shares a grounding word with one of the ``cited`` texts
+    (Qwen2.5-Coder-1.5B wrote "This entry wraps up my reflection on my recent work." as an
+    insight)."""
+    words = _grounding_words(content)
     return any(words & set(telling_words(plain_words(text))) for text in cited)
+
+
+def _sharing_entries(character, content, offered):
+    """Return the ids of the ``offered`` entries an insight of ``content`` cites when it was
+    given none: those sharing ``INFERRED_MIN_SHARED`` grounding words with it or more."""
+    words = _grounding_words(content)
+    rows = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=list(offered))
+    scored = [(len(words & _grounding_words(row.content)), row.entry_id) for row in rows]
+    ranked = sorted((s for s in scored if s[0] >= INFERRED_MIN_SHARED), key=lambda s: -s[0])
+    return [entry_id for _, entry_id in ranked[:INFERRED_CITES]]
 
 
 def mark_reflected(rows):
@@ -88,14 +108,18 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         tags (iterable): Short labels.
 
     Returns:
-        tuple: ``(entry, ignored)``: the entry written and the cited ids left out (not
-        shown in this reflection, or no entry of this journal).
+        tuple: ``(entry, ignored, inferred)``: the entry written, the cited ids left out
+        (not shown in this reflection, or no entry of this journal), and whether its
+        citations were inferred (none given: see ``_sharing_entries``).
 
     Raises:
         ValueError: saying why, for the model: no real citation, a copy of a cited entry,
             entries kept for different listeners, or what ``add_entry`` refuses.
     """
     wanted = list(dict.fromkeys(str(entry_id) for entry_id in cites or ()))
+    inferred = not wanted
+    if inferred:
+        wanted = _sharing_entries(character, content, offered)
     shown = set(offered)
     rows = {
         row.entry_id: row
@@ -110,6 +134,7 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
             "an insight cites, in cites, the ids of the journal entries it comes from, "
             "as listed in this reflection"
             + (f" (not among them: {', '.join(ignored)})" if ignored else "")
+            + (" (none given, and no entry shown shares two words with it)" if inferred else "")
         )
     copied = next(
         (
@@ -142,4 +167,4 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         audience=kept_for,
         cites=[row.entry_id for row in cited],
     )
-    return entry, ignored
+    return entry, ignored, inferred

@@ -219,9 +219,12 @@ class TestDefaults(TestCase):
                 # A misspelt name would silently offer one tool fewer.
                 self.assertLessEqual(set(offered), registered)
                 config = get_context_config(context_type)
-                # Only a context whose words reach the room may offer speech: as its text,
-                # or, where only tool calls act, through say.
-                self.assertEqual("say" in offered, config.speaks or config.needs_tool_call)
+                # Only the turns that act in the room offer speech: the conversation says
+                # its text, an autonomous turn (only calls act there) calls say. Reflection
+                # also acts only through calls, and says nothing.
+                talks = context_type in (CONTEXT_TICK_EVENT, CONTEXT_TICK_AUTONOMOUS)
+                self.assertEqual("say" in offered, talks)
+                self.assertEqual(config.speaks, context_type == CONTEXT_TICK_EVENT)
         for tools in (CONVERSATION_TOOLS, REFLECTION_TOOLS, SLEEP_TOOLS, PRE_COMPACTION_TOOLS):
             self.assertIn("add_journal_entry", tools)
         self.assertEqual(EXECUTION_MODES, ("single_action", "react_loop"))

@@ -179,8 +179,28 @@ class TestCitations(ReflectionTestCase):
         ]
         self.idle_tick(*steps)
         self.assertEqual(self.insights(), [])
-        self.assertIn("Not journaled: an insight cites", sent(self.llm.calls[1]))
+        self.assertIn("none given, and no entry shown shares two words", sent(self.llm.calls[1]))
         self.assertIn("not among them: journal_nowhere", sent(self.llm.calls[2]))
+
+    def test_an_insight_without_cites_cites_the_entries_it_shares_words_with(self):
+        # Qwen2.5-Coder-1.5B wrote insights without cites, and with the ids as tags.
+        shared = "Char keeps promises: the smithy will have its iron ingots from me."
+        self.idle_tick(
+            [("add_journal_entry", {"content": shared, "tags": self.ids[1:]})], [("noop", {})]
+        )
+        (insight,) = self.insights()
+        self.assertEqual(insight["cites"], self.ids[1:], "the ingots, not the sword")
+        told = sent(self.llm.calls[1])
+        self.assertIn(f"citing {self.ids[1]} (the entries it shares words with", told)
+
+    def test_a_reflection_answered_in_prose_is_asked_for_a_call_once(self):
+        prose = "Char seems to trust me with the smithy's iron ingots and the sword."
+        call = [("add_journal_entry", {"content": INSIGHT + " Iron ingots.", "cites": self.ids})]
+        self.idle_tick(prose, call, [("noop", {})])
+        self.assertIn("Your answer made no tool call", sent(self.llm.calls[1]))
+        self.assertEqual(len(self.insights()), 1)
+        for char, heard in self.heard.items():
+            self.assertEqual(heard, [], f"{char.key} heard the reflection")
 
     def test_a_copy_of_a_cited_entry_is_refused(self):
         copy = journal_entries(self.assistant)[0]["content"]

@@ -70,15 +70,17 @@ def add_insight(ctx, content, importance, tags, cites):
     if same and same["source_type"] == "reflection":
         return ToolResult(ok=True, content=f"Already journaled as {same['id']}.")
     try:
-        entry, ignored = write_insight(
+        entry, ignored, inferred = write_insight(
             ctx.character, content, cites, offered, ctx.audience, importance, tags
         )
     except ValueError as err:
         return ToolResult(ok=False, content=f"Not journaled: {err}.")
-    note = f" (Not cited, not shown in this reflection: {', '.join(ignored)}.)" if ignored else ""
+    note = f". (Not cited, not shown in this reflection: {', '.join(ignored)}.)" if ignored else "."
+    if inferred:
+        note = " (the entries it shares words with: name them in cites next time)."
     return ToolResult(
         ok=True,
-        content=f"Journaled insight {entry['id']}, citing {', '.join(entry['cites'])}.{note}",
+        content=f"Journaled insight {entry['id']}, citing {', '.join(entry['cites'])}{note}",
         data={"entry": entry},
     )
 
