@@ -281,7 +281,15 @@ DEFAULT_CONTEXT_CONFIGS = {
         context_type=CONTEXT_GOAL_DECOMPOSE,
         name="Goal decomposition",
         description="Break a goal into concrete sub-goals",
-        enabled_components=[COMPONENT_SYSTEM_PROMPT, COMPONENT_GOALS, COMPONENT_PENDING_EVENT],
+        # The character context too (the seed has 0, 4000, 6000): without where it is,
+        # who is there and what it carries, Qwen2.5-Coder-1.5B's first step of "Return
+        # the lantern to Bram" was "Check if the lantern is in the current room".
+        enabled_components=[
+            COMPONENT_SYSTEM_PROMPT,
+            COMPONENT_CHARACTER_CONTEXT,
+            COMPONENT_GOALS,
+            COMPONENT_PENDING_EVENT,
+        ],
         component_overrides=system_prompt_override(GOAL_DECOMPOSE_PROMPT),
         tool_filter=[],
         execution_mode="single_action",

@@ -159,15 +159,19 @@ class TestDecomposition(GoalTestCase):
         )
         self.assertEqual(model.calls["goal_decompose"], 1)
 
-    def test_the_call_has_no_tools_and_names_the_goal(self):
-        goal = self.give_goal()
+    def test_the_call_has_no_tools_and_names_the_goal_and_what_is_at_hand(self):
+        goal = self.give_goal("Return the lantern to Char")
+        create.create_object(
+            "evennia.objects.objects.DefaultObject", key="lantern", location=self.assistant
+        )
         with ScriptedLLM("1. Sweep\n2. Dust") as llm:
             self.script.set_config("llm_model", llm.model)
             self.tick()
         self.assertIsNone(llm.requests[0].get("tools"))
         sent = str(llm.calls[0])
         self.assertIn(DECOMPOSE_MARK, sent)
-        self.assertIn(f"Goal #{goal.id} to break down: Keep the room tidy", sent)
+        self.assertIn(f"Goal #{goal.id} to break down: Return the lantern to Char", sent)
+        self.assertIn("You carry: lantern", sent, "so a first step is not to look for it")
 
     def test_aigoal_decompose_breaks_it_down_on_request(self):
         goal = self.give_goal()

@@ -119,7 +119,12 @@ EXPECTED = {
         False,
     ),
     CONTEXT_GOAL_DECOMPOSE: (
-        [COMPONENT_SYSTEM_PROMPT, COMPONENT_GOALS, COMPONENT_PENDING_EVENT],
+        [
+            COMPONENT_SYSTEM_PROMPT,
+            COMPONENT_CHARACTER_CONTEXT,
+            COMPONENT_GOALS,
+            COMPONENT_PENDING_EVENT,
+        ],
         [],
         "single_action",
         1,
