@@ -19,6 +19,7 @@ from .prompt_components import (
 )
 from .prompt_layout import arrange
 from .prompt_rendering import RENDERERS, PromptState
+from .replaced_statements import without_replaced
 from .utils.message_format import SendableMessages, sendable_messages
 from .utils.token_counter import (
     REPLY_PRIMING_TOKENS,
@@ -282,7 +283,7 @@ def assemble_prompt(
             {
                 "id": COMPONENT_CONVERSATION_HISTORY,
                 "key": "conversation_history",
-                "messages": sendable_messages(chosen),
+                "messages": sendable_messages(without_replaced(chosen)),
                 "tokens": history_tokens,
             }
         )

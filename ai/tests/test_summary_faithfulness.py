@@ -172,6 +172,31 @@ class TestStatementsChanged(FaithfulnessTestCase):
         self.assertNotIn("4417", kept)
 
 
+class TestStatementsChangedAfterTheCompaction(FaithfulnessTestCase):
+    EARLIER = [{"role": "user", "content": 'Char2 says, "The gate code is 4417."'}]
+
+    def test_a_kept_statement_a_later_message_replaces_is_left_out_of_the_prompt(self):
+        """A later compaction cannot see what this summary kept: the player's correction,
+        live or kept by the next summary, leaves the old value out of what the model reads,
+        while the stored summary (undo, aihistory) keeps it."""
+        self.compact(TOLL)
+        self.assertIn('- Char2: "The gate code is 4417."', self.stored_summary())
+        self.char2.execute_cmd("say Correction: the gate code is 6021.")
+        with ScriptedLLM("Noted.", "Noted.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        sent = "\n".join(str(m.get("content")) for m in llm.calls[0])
+        self.assertNotIn("4417", sent)
+        self.assertIn("6021", sent)
+        self.assertIn("The ferry to Saltmarsh leaves at nine.", sent, "the rest stays")
+        self.assertIn('- Char2: "The gate code is 4417."', self.stored_summary())
+        self.char2.execute_cmd("say The code for the cellar is 88.")
+        with ScriptedLLM("Noted.", "Noted.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        self.assertNotIn("4417", "\n".join(str(m.get("content")) for m in llm.calls[0]))
+
+
 class TestStatementsChangedSummaryKeptTheOldValue(FaithfulnessTestCase):
     EARLIER = [
         {"role": "user", "content": 'Char2 says, "The password for the cellar door is quince."'},
