@@ -147,8 +147,8 @@ def grounded(text, cited):
 
 def judge_insights(assistant, insight_ids):
     """Return ``[(insight, sound)]``: sound when it cites real earlier entries of the
-    assistant (no insight of the same reflection), copies none of them nor the
-    reflection's instruction, and shares a word with them."""
+    assistant (no insight of the same reflection), copies no entry of the journal (cited
+    or not) nor the reflection's instruction, and shares a word with what it cites."""
     from ai.helpers.journal import journal_entries
     from ai.reflection import LISTING_TASK
 
@@ -162,7 +162,8 @@ def judge_insights(assistant, insight_ids):
         real = bool(cites) and all(c in entries and c not in insight_ids for c in cites)
         texts = [entries[c]["content"] for c in cites if c in entries]
         text = insight["content"]
-        copied = copies(text, texts) or parrots(text, LISTING_TASK)
+        journal = [e["content"] for i, e in entries.items() if i not in insight_ids]
+        copied = copies(text, journal) or parrots(text, LISTING_TASK)
         judged.append((insight, real and not copied and grounded(text, texts)))
     return judged
 

@@ -2,8 +2,8 @@
 
 An insight is a journal entry of source ``reflection`` that cites the entries it came from
 (``JournalEntry.cites``). It may cite only real entries of its assistant that the
-reflection was shown, must say something that none of them says alone, and is kept for
-the narrowest audience of what it cites and of the reflection that wrote it
+reflection was shown, must say something that none of the entries shown says alone, and
+is kept for the narrowest audience of what it cites and of the reflection that wrote it
 (``ai.audience.narrowest``): reflecting on a whisper never makes it public.
 
 Every other entry waits for a reflection (``JournalEntry.reflected`` False) until one
@@ -136,10 +136,13 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
             + (f" (not among them: {', '.join(ignored)})" if ignored else "")
             + (" (none given, and no entry shown shares two words with it)" if inferred else "")
         )
+    # Any entry shown, cited or not: Qwen2.5-Coder-1.5B journaled the listed entries again
+    # as "insights", each citing one other entry.
+    others = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=shown)
     copied = next(
         (
             row
-            for row in cited
+            for row in [*cited, *others.order_by("id")]
             if row.normalized == digest(content) or is_echo(content, row.content)
         ),
         None,

@@ -421,10 +421,11 @@ class AutonomyScenarioTest(BaseEvenniaTest):
                 ("Ada is a beekeeper.", ["journal_19990101_000000"]),  # no such entry
                 ("This wraps up my reflection.", cited),  # nothing of what it cites
                 ("Bees: what do they tell you together? For each insight, call", cited),
+                ("Ada sells honey on Fridays", cited[:1]),  # a copy of what it does not cite
             )
         ]
         judged = self.autonomy.judge_insights(self.char1, [entry["id"] for entry in made])
-        self.assertEqual([ok for _, ok in judged], [True, False, False, False, False])
+        self.assertEqual([ok for _, ok in judged], [True, False, False, False, False, False])
 
     def test_a_run_on_the_offline_engine_is_measured_and_saved(self):
         printed = io.StringIO()

@@ -298,6 +298,23 @@ class TestAutonomy(GoalTestCase):
         other.refresh_from_db()
         self.assertEqual(other.status, "active", "a blocked step leaves its goal open")
 
+    def test_the_assistant_cannot_close_a_goal_whose_steps_are_open(self):
+        # Qwen2.5-Coder-1.5B blocked the builder's goal, "It is freezing outside.", while
+        # working on one of its steps.
+        top = self.give_goal("Return the cup, then tidy up")
+        step = self.give_goal("Return the cup", parent=top)
+        blocked = [("block_goal", {"goal": top.id, "reason": "It is freezing outside."})]
+        with ScriptedLLM(Model(autonomous=blocked), [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        top.refresh_from_db()
+        self.assertEqual(top.status, "active")
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn(f"goal #{top.id} has open steps (#{step.id}): work on those", results[0])
+        self.builder(f"aigoal/done Helper = {top.id}")  # a builder may
+        top.refresh_from_db()
+        self.assertEqual(top.status, "done")
+
     def test_a_step_answered_in_prose_is_asked_for_as_a_call_and_never_said(self):
         top = self.give_goal("Keep the room tidy")
         step = self.give_goal("Sweep the floor", parent=top)

@@ -210,6 +210,15 @@ class TestCitations(ReflectionTestCase):
         self.assertEqual(self.insights(), [])
         self.assertIn(f"it repeats entry {self.ids[0]}", sent(self.llm.calls[1]))
 
+    def test_a_copy_of_an_entry_shown_but_not_cited_is_refused(self):
+        # Qwen2.5-Coder-1.5B journaled the listed entries again, each citing another one.
+        copy = journal_entries(self.assistant)[1]["content"]
+        self.idle_tick(
+            [("add_journal_entry", {"content": copy, "cites": self.ids[:1]})], [("noop", {})]
+        )
+        self.assertEqual(self.insights(), [])
+        self.assertIn(f"it repeats entry {self.ids[1]}", sent(self.llm.calls[1]))
+
     def test_an_insight_naming_nothing_of_what_it_cites_is_refused(self):
         # Qwen2.5-Coder-1.5B wrote this as an insight in the autonomy evaluation.
         vague = "This entry wraps up my reflection on my recent work."

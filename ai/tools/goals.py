@@ -94,9 +94,16 @@ def block_goal(ctx, goal, reason):
 
 
 def _open_goal(ctx, number):
+    """Return the goal the assistant may close: one still open, with no open step (it
+    closes with its steps; Qwen2.5-Coder-1.5B blocked the builder's goal while its steps
+    were still to do)."""
     goal = get_goal(ctx.character, number, ctx.audience)
     if goal.status not in ("active", "blocked"):
         raise GoalRefused(f"goal #{goal.id} is {goal.status} already")
+    steps = list(goal.children.filter(status="active").values_list("id", flat=True))
+    if steps:
+        numbers = ", ".join(f"#{step}" for step in sorted(steps))
+        raise GoalRefused(f"goal #{goal.id} has open steps ({numbers}): work on those")
     return goal
 
 
