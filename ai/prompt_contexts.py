@@ -248,7 +248,6 @@ DEFAULT_CONTEXT_CONFIGS = {
         tool_filter=list(REFLECTION_TOOLS),
         max_iterations=3,
         allowed_tool_categories=["journal", "safe", "terminal"],
-        needs_tool_call=True,
     ),
     CONTEXT_REFLECTION_CONT: ContextConfig(
         context_type=CONTEXT_REFLECTION_CONT,
@@ -259,7 +258,6 @@ DEFAULT_CONTEXT_CONFIGS = {
         tool_filter=list(REFLECTION_TOOLS),
         max_iterations=2,
         allowed_tool_categories=["journal", "safe", "terminal"],
-        needs_tool_call=True,
     ),
     CONTEXT_SLEEP_CONSOLIDATE: ContextConfig(
         context_type=CONTEXT_SLEEP_CONSOLIDATE,

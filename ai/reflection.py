@@ -7,7 +7,8 @@ awake tick, or the first tick of a sleep, reflects (``reflect_if_due``): one run
 ``reflection`` context per audience, shown only the entries kept for that audience
 (what was whispered is reflected on apart, and its insights stay private), and, when the
 run ends at its limit with a tool result unread, one run of ``reflection_cont`` on it.
-Neither records into the conversation history nor speaks. The entries a run was shown
+Neither records into the conversation history nor speaks; what a run writes as text
+instead of a call is read as insights (``write_stated_insights``). The entries a run was shown
 are then covered, whatever it wrote; a run that failed (a model error) covers nothing,
 and reflection waits a number of ticks that doubles with each failure in a row.
 """
@@ -22,6 +23,7 @@ from .helpers.insights import (
     mark_reflected,
     pending_entries,
     pending_importance,
+    write_stated_insights,
 )
 from .llm_interaction import context_window, resolve_model
 from .prompt_contexts import CONTEXT_REFLECTION, CONTEXT_REFLECTION_CONT
@@ -143,6 +145,7 @@ def reflect_on(script, character, rows, audience):
     outcome = {"covered": True, "calls": loop.iterations, "contexts": [CONTEXT_REFLECTION]}
     if loop.stop_reason in FAILED:
         return dict(outcome, covered=False, error=failure(loop))
+    write_stated_insights(character, loop.unspoken, event["offered"], audience)
     if loop.stop_reason != "max_iterations" or not loop.tool_result:
         return dict(outcome, error=None)
     cont = yield run_react_loop(
@@ -155,6 +158,7 @@ def reflect_on(script, character, rows, audience):
     )
     outcome["calls"] += cont.iterations
     outcome["contexts"].append(CONTEXT_REFLECTION_CONT)
+    write_stated_insights(character, cont.unspoken, event["offered"], audience)
     return dict(outcome, error=failure(cont) if cont.stop_reason in FAILED else None)
 
 

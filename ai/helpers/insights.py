@@ -17,8 +17,9 @@ from ..audience import narrowest
 from ..models import JournalEntry
 from ..utils.echo import is_echo
 from ..utils.facts import plain_words, telling_words
+from ..utils.sentences import LIST_MARK
 from .idle_checks import PENDING_IMPORTANCE, forget, remembered
-from .journal import INSIGHT_SOURCE, add_entry, digest
+from .journal import INSIGHT_SOURCE, add_entry, digest, find_same
 
 # The shortest word that shows an insight draws on what it cites.
 GROUNDING_LETTERS = 4
@@ -27,6 +28,8 @@ GROUNDING_LETTERS = 4
 # (Qwen2.5-Coder-1.5B wrote insights without cites, and with the ids among its tags).
 INFERRED_MIN_SHARED = 2
 INFERRED_CITES = 3
+# A line of a reflection's text answer shorter than this is no insight ("Done.").
+STATED_MIN_WORDS = 5
 
 
 def pending_entries(character, limit):
@@ -171,3 +174,31 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         cites=[row.entry_id for row in cited],
     )
     return entry, ignored, inferred
+
+
+def write_stated_insights(character, texts, offered, audience):
+    """Write the insights a reflection stated as text instead of calling
+    ``add_journal_entry``, and return the entries written.
+
+    Generative Agents read their reflections' insights from text; Qwen2.5-Coder-1.5B, asked
+    for calls, often wrote them as prose ("These entries together suggest a pattern in
+    <name>'s ..."). Each line of a text answer (list marks removed; no question, no line of
+    fewer than ``STATED_MIN_WORDS`` words) is an insight citing the shown entries it names
+    by id, else those it shares words with, and passes the checks of
+    :func:`write_insight`; a line they refuse, or one journaled already, is left out.
+    """
+    written = []
+    for text in texts:
+        for line in (text or "").splitlines():
+            line = LIST_MARK.sub("", line).strip()
+            if len(line.split()) < STATED_MIN_WORDS or line.endswith(("?", ":")):
+                continue
+            if find_same(character, line, audience):
+                continue
+            cites = [entry_id for entry_id in offered if entry_id in line]
+            try:
+                entry, _, _ = write_insight(character, line, cites, offered, audience)
+            except ValueError:
+                continue
+            written.append(entry)
+    return written

@@ -193,12 +193,28 @@ class TestCitations(ReflectionTestCase):
         told = sent(self.llm.calls[1])
         self.assertIn(f"citing {self.ids[1]} (the entries it shares words with", told)
 
-    def test_a_reflection_answered_in_prose_is_asked_for_a_call_once(self):
-        prose = "Char seems to trust me with the smithy's iron ingots and the sword."
-        call = [("add_journal_entry", {"content": INSIGHT + " Iron ingots.", "cites": self.ids})]
-        self.idle_tick(prose, call, [("noop", {})])
-        self.assertIn("Your answer made no tool call", sent(self.llm.calls[1]))
-        self.assertEqual(len(self.insights()), 1)
+    def test_a_reflection_answered_in_prose_writes_its_lines_as_insights(self):
+        # Qwen2.5-Coder-1.5B, asked for calls, wrote its insights as prose.
+        prose = (
+            "These entries together suggest that Char trusts me with the smithy's work.\n"
+            f"- Char values his sword Dawnbringer above his iron ({self.ids[0]}).\n"
+            "Done.\n"
+            "What else did Char say?\n"
+            "The weather has been fine all week long here."
+        )
+        self.idle_tick(prose)
+        insights = {i["content"]: i["cites"] for i in self.insights()}
+        self.assertEqual(
+            insights,
+            {
+                "These entries together suggest that Char trusts me with the smithy's work.": [
+                    self.ids[1]
+                ],
+                f"Char values his sword Dawnbringer above his iron ({self.ids[0]}).": [self.ids[0]],
+            },
+            "cited by id where named, else by the words shared; nothing else is an insight",
+        )
+        self.assertEqual(len(self.llm.calls), 1, "no call spent asking again")
         for char, heard in self.heard.items():
             self.assertEqual(heard, [], f"{char.key} heard the reflection")
 
