@@ -110,6 +110,15 @@ _FULL_COMPONENTS = [
     COMPONENT_TOOL_RESULT,
 ]
 
+# The conversation's system prompt tells the model to reply in a sentence; in its own turns
+# Qwen2.5-Coder-1.5B did (an autonomous turn's text is never said, so nothing happened).
+AUTONOMOUS_PROMPT = """You are {name}, a character in a text game. No one is talking to you \
+now: you are working on your goals on your own.
+
+You act only through your tools: make the call itself, never a description of it. The \
+sections below say where you are, who is here, what you carry and what you remember; to \
+speak to the room, call say."""
+
 REFLECTION_PROMPT = """You are pausing to reflect on your own recent work.
 
 Read the event below and reread your journal with review_journal if it helps. Ask yourself:
@@ -228,6 +237,7 @@ DEFAULT_CONTEXT_CONFIGS = {
         name="Autonomous tick",
         description="Pursue the active goals when no event is waiting",
         enabled_components=list(_FULL_COMPONENTS),
+        component_overrides=system_prompt_override(AUTONOMOUS_PROMPT),
         tool_filter=CONVERSATION_TOOLS + GOAL_TOOLS,
         dangerous_requires_confirm=True,
         allows_sub_agents=True,

@@ -240,7 +240,7 @@ class TestDefaults(TestCase):
                 prompt = get_context_config(context_type).get_component_content_override(
                     "system_prompt"
                 )
-                if context_type in (CONTEXT_TICK_EVENT, CONTEXT_TICK_AUTONOMOUS):
+                if context_type == CONTEXT_TICK_EVENT:
                     self.assertIsNone(prompt)
                 else:
                     self.assertTrue(prompt.strip())
