@@ -30,6 +30,14 @@ def _settings_module(db_path):
     module.INSTALLED_APPS = settings_default.INSTALLED_APPS + ["ai"]
     module.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db_path}}
     module.AI_MEMORY_DIR = os.path.join(os.path.dirname(db_path), "memory")
+    # Logs (the AIlog channel's, lock warnings) beside the database, not into the installed
+    # Evennia package's game template, which every `evennia --init` copies.
+    module.LOG_DIR = os.path.dirname(db_path)
+    for name in ("SERVER", "PORTAL", "HTTP", "LOCKWARNING"):
+        default = module.__dict__[f"{name}_LOG_FILE"]
+        module.__dict__[f"{name}_LOG_FILE"] = os.path.join(
+            module.LOG_DIR, os.path.basename(default)
+        )
     return module
 
 

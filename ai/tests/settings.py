@@ -23,9 +23,13 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 # Password hashing dominates account set-up in tests; MD5 makes it cheap.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 TEST_ENVIRONMENT = True
-# Channel logs (the AIlog channel's) go to a scratch directory, not into the installed
-# Evennia package's game template.
+# Logs (the AIlog channel's, lock warnings) go to a scratch directory, not into the
+# installed Evennia package's game template, which every `evennia --init` copies.
 LOG_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-logs-")
+SERVER_LOG_FILE = os.path.join(LOG_DIR, "server.log")
+PORTAL_LOG_FILE = os.path.join(LOG_DIR, "portal.log")
+HTTP_LOG_FILE = os.path.join(LOG_DIR, "http_requests.log")
+LOCKWARNING_LOG_FILE = os.path.join(LOG_DIR, "lockwarnings.log")
 # Long-term memory (Mem0's FAISS index and history) in a scratch directory.
 AI_MEMORY_DIR = tempfile.mkdtemp(prefix="evennia-ai-test-memory-")
 # Freezing the objects loaded at start is for a server; a test process keeps collecting.

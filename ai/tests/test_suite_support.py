@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -116,3 +117,22 @@ class TestPytestFindsTheSuite(TestCase):
         nodes = [line for line in collected.stdout.splitlines() if "::" in line]
         self.assertTrue(nodes)
         self.assertEqual({line.split("::")[0] for line in nodes}, {"ai/tests/test_echo.py"})
+
+
+class TestLogsStayOutOfEvennia(TestCase):
+    def test_the_suite_and_the_benchmarks_log_outside_the_installed_evennia(self):
+        """Logs written into Evennia's game template are copied into every game that
+        `evennia --init` makes from that installation (we found 33 AIlog channel logs and
+        lock warnings of several MB in a new game)."""
+        import evennia
+        from django.conf import settings
+
+        sys.path.insert(0, str(ROOT / "bench"))
+        from bench_env import _settings_module
+
+        template = os.path.dirname(evennia.__file__)
+        bench = _settings_module(os.path.join(tempfile.mkdtemp(), "bench.db3"))
+        for where in (settings, bench):
+            for name in ("LOG_DIR", "SERVER_LOG_FILE", "LOCKWARNING_LOG_FILE", "HTTP_LOG_FILE"):
+                path = os.path.abspath(getattr(where, name))
+                self.assertFalse(path.startswith(template), f"{name} is {path}")
