@@ -146,7 +146,8 @@ for an insight about yourself. Call noop when nothing is left to consolidate."""
 GOAL_DECOMPOSE_PROMPT = """Break the goal below into a short, ordered list of sub-goals.
 
 Each sub-goal must be concrete, reachable in a few actions and have a clear sign that it
-is done. Answer with the list alone; no tools are available here."""
+is done. Start from where you are, who is here and what you carry, as said below: nothing
+you already have needs finding. Answer with the list alone; no tools are available here."""
 
 DEFAULT_PRE_COMPACTION_PROMPT = """The older part of the conversation below will soon be \
 summarised, and its details lost. You do not talk to anyone now: you only take notes.
