@@ -28,6 +28,16 @@ CASES = [
         "What is the password for the cellar door?",
         True,
     ),
+    (
+        "Ada, can you remind me what the weaver in Dunmere charges for a bolt of cloth?",
+        "How much does the weaver in Dunmere charge for a bolt of cloth?",
+        True,
+    ),
+    (
+        "Which weaver do you mean, Ada: the one in Dunmere?",
+        "How much does the weaver in Dunmere charge for a bolt of cloth?",
+        False,
+    ),
     ("Hello there!", "Hello there!", False),
     ("", "I run the forge by the north gate.", False),
 ]

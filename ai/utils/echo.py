@@ -26,14 +26,21 @@ def is_echo(reply, line):
     An answer to a question holds most of the question's words ("The password for the
     cellar door is swordfish."), so for a question only the question asked back counts.
     """
-    said = set(_WORD.findall((line or "").lower()))
-    got = set(_WORD.findall((reply or "").lower()))
+    said = {_stem(word) for word in _WORD.findall((line or "").lower())}
+    got = {_stem(word) for word in _WORD.findall((reply or "").lower())}
     if len(said) < MIN_WORDS or not got:
         return False
     covered = len(said & got) / len(said)
     if (line or "").strip().endswith("?"):
-        return (reply or "").strip().endswith("?") and covered >= 0.8
+        # Asked back, reworded: "Ilse, can you remind me what the weaver in <place>
+        # charges for a bolt of cloth?" (Qwen2.5-Coder-1.5B) holds 0.71 of the question.
+        return (reply or "").strip().endswith("?") and covered >= COVERED
     return covered >= COVERED and len(got - said) / len(got) <= NEW_AT_MOST
+
+
+def _stem(word):
+    """Return ``word`` without a plural or third-person "s" ("charges": "charge")."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 # A reply sharing this share of its words with an earlier one (a name aside) is a repeat...
