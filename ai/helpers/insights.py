@@ -10,6 +10,8 @@ Every other entry waits for a reflection (``JournalEntry.reflected`` False) unti
 covers it; ``pending_importance`` adds up what waits, for the trigger in ``ai.reflection``.
 """
 
+import re
+
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Coalesce
 
@@ -30,6 +32,9 @@ INFERRED_MIN_SHARED = 2
 INFERRED_CITES = 3
 # A line of a reflection's text answer shorter than this is no insight ("Done.").
 STATED_MIN_WORDS = 5
+# Markdown emphasis, and a label opening a stated insight ("**Insight 2:** ...").
+_EMPHASIS = re.compile(r"\*\*|__")
+_LABEL = re.compile(r"^(?:insight|reflection)\s*\d*\s*[:.)-]\s*", re.I)
 
 
 def pending_entries(character, limit):
@@ -190,7 +195,7 @@ def write_stated_insights(character, texts, offered, audience):
     written = []
     for text in texts:
         for line in (text or "").splitlines():
-            line = LIST_MARK.sub("", line).strip()
+            line = _LABEL.sub("", LIST_MARK.sub("", _EMPHASIS.sub("", line)).strip())
             if len(line.split()) < STATED_MIN_WORDS or line.endswith(("?", ":")):
                 continue
             if find_same(character, line, audience):

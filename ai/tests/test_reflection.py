@@ -197,7 +197,7 @@ class TestCitations(ReflectionTestCase):
         # Qwen2.5-Coder-1.5B, asked for calls, wrote its insights as prose.
         prose = (
             "These entries together suggest that Char trusts me with the smithy's work.\n"
-            f"- Char values his sword Dawnbringer above his iron ({self.ids[0]}).\n"
+            f"**Insight 2:** Char values his sword Dawnbringer above his iron ({self.ids[0]}).\n"
             "Done.\n"
             "What else did Char say?\n"
             "The weather has been fine all week long here."
