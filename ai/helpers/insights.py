@@ -86,12 +86,11 @@ def _draws_on(content, cited):
     return any(words & set(telling_words(plain_words(text))) for text in cited)
 
 
-def _sharing_entries(character, content, offered):
-    """Return the ids of the ``offered`` entries an insight of ``content`` cites when it was
-    given none: those sharing ``INFERRED_MIN_SHARED`` grounding words with it or more."""
+def _sharing_entries(content, shown):
+    """Return the ids of the ``shown`` entries (rows) an insight of ``content`` cites when it
+    was given none: those sharing ``INFERRED_MIN_SHARED`` grounding words with it or more."""
     words = _grounding_words(content)
-    rows = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=list(offered))
-    scored = [(len(words & _grounding_words(row.content)), row.entry_id) for row in rows]
+    scored = [(len(words & _grounding_words(row.content)), row.entry_id) for row in shown]
     ranked = sorted((s for s in scored if s[0] >= INFERRED_MIN_SHARED), key=lambda s: -s[0])
     return [entry_id for _, entry_id in ranked[:INFERRED_CITES]]
 
@@ -124,17 +123,12 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         ValueError: saying why, for the model: no real citation, a copy of a cited entry,
             entries kept for different listeners, or what ``add_entry`` refuses.
     """
+    shown = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=list(offered))
+    rows = {row.entry_id: row for row in shown.order_by("id")}
     wanted = list(dict.fromkeys(str(entry_id) for entry_id in cites or ()))
     inferred = not wanted
     if inferred:
-        wanted = _sharing_entries(character, content, offered)
-    shown = set(offered)
-    rows = {
-        row.entry_id: row
-        for row in JournalEntry.objects.filter(
-            db_object_id=character.id, entry_id__in=[i for i in wanted if i in shown]
-        )
-    }
+        wanted = _sharing_entries(content, rows.values())
     cited = [rows[entry_id] for entry_id in wanted if entry_id in rows]
     ignored = [entry_id for entry_id in wanted if entry_id not in rows]
     if not cited:
@@ -144,13 +138,13 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
             + (f" (not among them: {', '.join(ignored)})" if ignored else "")
             + (" (none given, and no entry shown shares two words with it)" if inferred else "")
         )
-    # Any entry shown, cited or not: Qwen2.5-Coder-1.5B journaled the listed entries again
-    # as "insights", each citing one other entry.
-    others = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=shown)
+    # Any entry shown, cited or not (the cited first): Qwen2.5-Coder-1.5B journaled the
+    # listed entries again as "insights", each citing one other entry.
+    uncited = [row for row in rows.values() if row not in cited]
     copied = next(
         (
             row
-            for row in [*cited, *others.order_by("id")]
+            for row in [*cited, *uncited]
             if row.normalized == digest(content) or is_echo(content, row.content)
         ),
         None,
