@@ -8,8 +8,9 @@ and dreams at its threshold, and journals what it extracts, as in play). The inn
 quiet: one idle tick reflects on what was journaled (the ``reflection_threshold`` lowered
 to that importance when it is below it, as ``make demo`` does). A builder then gives a
 goal drawn from the seed: return a thing the assistant carries to its owner (``give`` is
-dangerous: in an autonomous turn the call must wait for a builder), then a task. Quiet ticks follow (``autonomous_interval`` 1) until the goal is
-done or blocked, ``GOAL_TICKS`` at most. The builder allows a held call that gives the
+dangerous: in an autonomous turn the call must wait for a builder), then a task. Quiet
+ticks follow (``autonomous_interval`` 1) until the goal is done or blocked, ``GOAL_TICKS``
+at most. The builder allows a held call that gives the
 thing to its owner, through ``aiconfirm``'s own function, and drops any other.
 
 Everything else is at the contrib's defaults. Measured per run (``results.AUTONOMY_METRICS``):
@@ -17,8 +18,8 @@ the sub-goals parsed from the model's decomposition, the share of autonomous tur
 tool calls parsed (and of the answers that made a call: an answer in prose is asked again
 once), whether the goal was settled and the thing given back, whether an insight cites
 real entries and is no copy of one, the dangerous calls held and any run without a
-builder, markup or internal notes heard, and whispered facts heard by others. Runs are written under
-``build/eval/runs`` like the conversation's, with ``"scenario": "autonomy"``.
+builder, markup or internal notes heard, and whispered facts heard by others. Runs are
+written under ``build/eval/runs`` like the conversation's, with ``"scenario": "autonomy"``.
 
 Usage::
 
@@ -153,6 +154,7 @@ def judge_insights(assistant, insight_ids):
     from ai.reflection import LISTING_TASK
 
     entries = {entry["id"]: entry for entry in journal_entries(assistant)}
+    journal = [entry["content"] for i, entry in entries.items() if i not in insight_ids]
     judged = []
     for entry_id in insight_ids:
         insight = entries.get(entry_id)
@@ -162,7 +164,6 @@ def judge_insights(assistant, insight_ids):
         real = bool(cites) and all(c in entries and c not in insight_ids for c in cites)
         texts = [entries[c]["content"] for c in cites if c in entries]
         text = insight["content"]
-        journal = [e["content"] for i, e in entries.items() if i not in insight_ids]
         copied = copies(text, journal) or parrots(text, LISTING_TASK)
         judged.append((insight, real and not copied and grounded(text, texts)))
     return judged
