@@ -8,8 +8,8 @@ awake tick, or the first tick of a sleep, reflects (``reflect_if_due``): one run
 (what was whispered is reflected on apart, and its insights stay private), and, when the
 run ends at its limit with a tool result unread, one run of ``reflection_cont`` on it.
 Neither records into the conversation history nor speaks; what a run writes as text
-instead of a call is read as insights (``write_stated_insights``). The entries a run was shown
-are then covered, whatever it wrote; a run that failed (a model error) covers nothing,
+instead of a call is read as insights (``write_stated_insights``). The entries a run was
+shown are then covered, whatever it wrote; a run that failed (a model error) covers nothing,
 and reflection waits a number of ticks that doubles with each failure in a row.
 """
 

@@ -2,9 +2,9 @@
 
 A goal is added within three limits (the script's ``goal_max_active``, ``goal_max_depth``
 and ``goal_max_chars``), each refusal naming its limit; a parent is never made its own
-descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason); closing a goal
-drops its active sub-goals, and a goal whose steps are all settled, at least one done and
-none blocked, is done with them. What a goal came from is kept: its ``source``
+descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason);
+closing a goal drops its active sub-goals, and a goal whose steps are all done or dropped,
+at least one done, is done with them. What a goal came from is kept: its ``source``
 (builder, player, self or decomposition) and ``origin`` (who asked, or which goal it is a
 step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
 one asked for in a whisper is only ever shown in turns private to its whisperer.
