@@ -286,6 +286,19 @@ class TestSpeakerOfAnAnswer(FaithfulnessTestCase):
         self.assertEqual(self.result["speakers_corrected"], 1)
 
 
+class TestSpeakerOfAName(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char says, "Wet out. Oh, and by the way, my cat is Pip."'},
+        {"role": "user", "content": 'Char2 says, "My cat is called Ember."'},
+    ]
+
+    def test_a_name_credited_to_a_player_who_never_said_it_goes_to_the_one_who_did(self):
+        """Hybrid seed 26: "<b> says, 'My falcon is called <a's falcon>.'": most words were
+        the credited player's ("My falcon is called <b's falcon>."), the name was not."""
+        self.compact(f"- Char2 said his cat is called Pip.\n{TOLL}")
+        self.assert_stored("- Char said his cat is called Pip.", TOLL, speakers_corrected=1)
+
+
 class TestSpeakers(FaithfulnessTestCase):
     def test_words_credited_to_the_wrong_player_go_back_to_the_one_who_said_them(self):
         self.compact(
@@ -432,6 +445,17 @@ class TestExtractionGrounding(FaithfulnessTestCase):
         kept = [e["content"] for e in journal_entries(self.assistant)]
         self.assertEqual(len(kept), 2, kept)
         self.assertTrue(kept[1].startswith("Char says"), kept)
+
+    def test_a_name_quoted_as_another_players_words_goes_to_the_one_who_said_it(self):
+        """Qwen2.5-Coder-1.5B journaled "<b> says, 'My falcon is called <name>.'": <a> had
+        named the falcon in an aside, <b> had said "My falcon is called <other name>."."""
+        talk(self.script, ['Char says, "Wet out. Oh, by the way, my cat is called Pip."'])
+        talk(self.script, ['Char2 says, "My cat is called Ember."'])
+        with ScriptedLLM("Char2 says, 'My cat is called Pip.'") as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        kept = [e["content"] for e in journal_entries(self.assistant)]
+        self.assertEqual(kept, ["Char says, 'My cat is called Pip.'"])
 
     def test_a_compaction_keeps_only_the_grounded_entries_extraction_made(self):
         calls = [("add_journal_entry", {"content": c}) for c in (self.NARRATION, self.TOLD)]

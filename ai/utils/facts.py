@@ -51,7 +51,9 @@ _ATTRIBUTION = re.compile(
 # "Things have changed:", "Remember this:").
 # What follows it is a fact of three words or more ("The code is: <word>" keeps its colon).
 _LEAD_IN = re.compile(r"^\s*(?:[\w']+\s+){0,3}[\w']+:\s+(?=(?:\S+\s+){2}\S)")
-_WORD = re.compile(r"[a-z0-9']+")
+# A word: letters and digits, joined by inner apostrophes ("don't"); a quotation mark around
+# words ("'my") is not part of them.
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 # Quotation marks around a fact as it was told.
 _QUOTES = "\"'“”‘’"
 # Words that say a fact changed, or that tell nothing of what it is about.

@@ -348,11 +348,21 @@ def _speaker_of(sentence, credited, transcript):
     def share(speaker):
         return len(words & transcript.said.get(speaker, set())) / len(words)
 
+    others = [s for s in transcript.said if s not in (credited, "you")]
     if share(credited) >= OWN_WORDS_SHARE:
         # An asker holds most words of the answer ("What is the password for the <place>?"):
-        # the value goes to the one other player who said every word of it.
-        whole = [s for s in transcript.said if s not in (credited, "you") and share(s) == 1]
-        return whole[0] if share(credited) < 1 and len(whole) == 1 else credited
+        # the value goes to the one other player who said every word of it. So do words of
+        # one player given another's name or number ("<a> says, 'My falcon is called <b's
+        # falcon>.'"): the name or number tells whose they are.
+        whole = [s for s in others if share(s) == 1]
+        if share(credited) < 1 and len(whole) == 1:
+            return whole[0]
+        values = exact - names
+        if values - transcript.said.get(credited, set()):
+            owners = [s for s in others if values <= transcript.said[s]]
+            owners = [s for s in owners if share(s) >= share(credited)]
+            return owners[0] if len(owners) == 1 else credited
+        return credited
     ranked = sorted(transcript.said, key=share, reverse=True)
     best = [s for s in ranked if share(s) >= OWN_WORDS_SHARE and share(s) > share(credited)]
     if best and (len(best) == 1 or share(best[0]) > share(best[1])):
