@@ -29,19 +29,20 @@ def without_replaced(messages):
     if not any(said):
         return messages
     result = list(messages)
-    later = []  # the sentences of the messages after the one being read, newest first
+    later = []  # (speaker, sentence) of the messages after the one being read, newest first
     for index in range(len(messages) - 1, -1, -1):
-        stale = {line for line, sentence in said[index] if _replaced(sentence, later)}
+        stale = {line for line, statement in said[index] if _replaced(statement, later)}
         if stale:
             result[index] = dict(messages[index], content=_without(messages[index], stale))
         later = (
-            [sentence for _, sentence in said[index]] + _player_sentences(messages[index]) + later
+            [statement for _, statement in said[index]] + _player_sentences(messages[index]) + later
         )
     return result
 
 
 def _kept_statements(message):
-    """Return ``[(line, sentence)]`` of the statements a summary message kept verbatim."""
+    """Return ``[(line, (speaker, sentence))]`` of the statements a summary message kept
+    verbatim."""
     content = message.get("content")
     if message.get("role") != "system" or not isinstance(content, str):
         return []
@@ -52,17 +53,17 @@ def _kept_statements(message):
         if line.strip() in (*GATE_HEADERS, NOTES_HEADER):
             inside = line.strip() == SAID_HEADER
             continue
-        _, colon, words = line.partition(": ")
+        speaker, colon, words = line.partition(": ")
         sentence = unquoted(words.strip()) if inside and line.startswith("- ") and colon else None
         if sentence:
-            kept.append((line, sentence))
+            kept.append((line, (speaker.removeprefix("- ").strip(), sentence)))
     return kept
 
 
 @lru_cache(maxsize=_COMPARED)
 def _player_sentences_of(content):
-    _, verb, words = read_event(content)
-    return tuple(sentences(words)) if verb not in (None, "emotes") else ()
+    speaker, verb, words = read_event(content)
+    return tuple((speaker, s) for s in sentences(words)) if verb not in (None, "emotes") else ()
 
 
 def _player_sentences(message):
@@ -74,11 +75,14 @@ def _player_sentences(message):
 
 @lru_cache(maxsize=_COMPARED)
 def _replaces(newer, older):
-    return replaces(newer, older)
+    (new_speaker, new_sentence), (old_speaker, old_sentence) = newer, older
+    return replaces(new_sentence, old_sentence, (new_speaker, old_speaker))
 
 
-def _replaced(sentence, later):
-    return any(_replaces(newer, sentence) for newer in later)
+def _replaced(statement, later):
+    """Tell whether a sentence of ``later`` replaces ``statement``; both are ``(speaker,
+    sentence)``."""
+    return any(_replaces(newer, statement) for newer in later)
 
 
 def _without(message, stale):

@@ -131,7 +131,9 @@ def statements(members, assistant):
     return [
         (speaker, sentence)
         for at, (speaker, sentence) in enumerate(found)
-        if not any(replaces(later, sentence) for _, later in found[at + 1 :])
+        if not any(
+            replaces(later, sentence, (teller, speaker)) for teller, later in found[at + 1 :]
+        )
     ]
 
 

@@ -160,6 +160,25 @@ class TestFactsThatChange(MemoryTestCase):
         # A colon that holds the value itself is no lead-in.
         self.assertFalse(replaces("The gate code is: X.", "The vault code is Y."))
 
+    def test_two_players_own_things_are_two_subjects(self):
+        """Default seed 26: Nils's "My falcon is called Nutmeg." replaced Mabel's "... my
+        falcon is called Puddle.", and her falcon's name was lost."""
+        aside, own = (
+            "Oh, and by the way, my falcon is called Puddle.",
+            "My falcon is called Nutmeg.",
+        )
+        self.assertTrue(replaces(own, aside), "one speaker's: the same falcon")
+        self.assertFalse(replaces(own, aside, ("Nils", "Mabel")))
+        self.assertTrue(replaces(own, aside, ("Nils", "nils")))
+        self.assertFalse(replaces(f"Nils says, '{own}'", f"Mabel says, '{aside}'"))
+        # Said of no one's own: the last word on it holds, whoever said it.
+        self.assertTrue(
+            replaces(
+                "Nils says, 'The vault password is now X.'",
+                "Mabel says, 'The vault password is Y.'",
+            )
+        )
+
     def test_a_fact_changed_twice_is_recalled_current_first_with_its_history(self):
         self.journal("The gate password is swordfish.")
         self.consolidate()

@@ -174,6 +174,32 @@ class TestStatementsChanged(FaithfulnessTestCase):
         self.assertNotIn("4417", kept)
 
 
+class TestStatementsOfTwoSpeakers(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char says, "Wet out. By the way, my cat is called Pip."'},
+        {"role": "user", "content": 'Char2 says, "The gate code is 4417."'},
+        {"role": "user", "content": 'Char2 says, "My cat is called Ember."'},
+        {"role": "user", "content": 'Char says, "Correction: the gate code is 5120."'},
+    ]
+
+    def test_each_players_own_things_are_kept_and_a_correction_by_another_holds(self):
+        """Default seed 26: "My falcon is called Nutmeg." (Nils) replaced "... my falcon is
+        called Puddle." (Mabel); neither summary nor statements kept her falcon's name."""
+        self.compact(TOLL)
+        kept = self.stored_summary()
+        self.assertIn('- Char: "By the way, my cat is called Pip."', kept)
+        self.assertIn('- Char2: "My cat is called Ember."', kept)
+        self.assertIn("5120", kept)
+        self.assertNotIn("4417", kept)
+        self.char2.execute_cmd("say My cat is called Soot now.")
+        with ScriptedLLM("Noted.") as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        sent = "\n".join(str(m.get("content")) for m in llm.calls[0])
+        self.assertIn("my cat is called Pip", sent, "another player's cat")
+        self.assertNotIn("Ember", sent)
+
+
 class TestStatementsChangedAfterTheCompaction(FaithfulnessTestCase):
     EARLIER = [{"role": "user", "content": 'Char2 says, "The gate code is 4417."'}]
 

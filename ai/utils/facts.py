@@ -51,6 +51,13 @@ _ATTRIBUTION = re.compile(
 # "Things have changed:", "Remember this:").
 # What follows it is a fact of three words or more ("The code is: <word>" keeps its colon).
 _LEAD_IN = re.compile(r"^\s*(?:[\w']+\s+){0,3}[\w']+:\s+(?=(?:\S+\s+){2}\S)")
+# Who a fact is credited to, when it says so ("Dana says, ...", "Dana told me that ...").
+_TELLER = re.compile(
+    r"^\W*(?P<who>[A-Z][\w'-]*)\s+(?:told|tells|said|says|whispered|whispers|mentioned|"
+    r"explained|claims|claimed)\b"
+)
+# Words by which a speaker tells of themself: "my falcon" of two speakers is two falcons.
+_FIRST_PERSON = {"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"}
 # A word: letters and digits, joined by inner apostrophes ("don't"); a quotation mark around
 # words ("'my") is not part of them.
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
@@ -157,7 +164,7 @@ def parse_fact(words):
     return None
 
 
-def replaces(newer, older):
+def replaces(newer, older, tellers=(None, None)):
     """Return True when the fact ``newer`` supersedes the fact ``older``.
 
     Both must relate the same subject (one's subject words held whole in the other's, or
@@ -167,15 +174,24 @@ def replaces(newer, older):
     both begin with ("The ferry now leaves at dusk" after "The ferry leaves at noon"). A
     relation that can hold several values at once ("Bob is tall", "Bob is a smith") needs
     that word of change, unless its subject is a specific attribute of two words or more
-    ("the gate password").
+    ("the gate password"). Facts told by two people in the first person ("my falcon is
+    called ...") are about two subjects, and never replace each other.
+
+    Args:
+        newer (str): The later fact.
+        older (str): The earlier fact.
+        tellers (tuple): Who told ``newer`` and ``older``, when the texts do not say it
+            ("<name> says, ...").
     """
-    return replaced_value(newer, older) is not None
+    return replaced_value(newer, older, tellers) is not None
 
 
-def replaced_value(newer, older):
+def replaced_value(newer, older, tellers=(None, None)):
     """Return the telling words of the value ``newer`` gives in place of ``older``'s ("the
     gate password is now marmalade" after "the gate password is swordfish": {"marmalade"}),
     or None when ``newer`` does not supersede ``older`` (see :func:`replaces`)."""
+    if _told_by_two_of_themselves(newer, older, tellers):
+        return None
     new_words, old_words = fact_words(newer), fact_words(older)
     changed = bool(CHANGE_WORDS & set(plain_words(newer)))
     new, old = parse_fact(new_words), parse_fact(old_words)
@@ -189,6 +205,23 @@ def replaced_value(newer, older):
         return None
     specific = kind in SINGLE_VALUED or len(large) >= 2
     return new_value if new_value != old_value and (changed or specific) else None
+
+
+def teller(text):
+    """Return who ``text`` credits a fact to ("Dana says, ..." -> "dana"), or None."""
+    match = _TELLER.match(text or "")
+    return match["who"].lower() if match else None
+
+
+def _told_by_two_of_themselves(newer, older, tellers):
+    """Tell whether two different people told ``newer`` and ``older``, one of them in the
+    first person."""
+    new_teller, old_teller = (
+        (told or teller(text) or "").lower() for told, text in zip(tellers, (newer, older))
+    )
+    if not (new_teller and old_teller) or new_teller == old_teller:
+        return False
+    return bool(_FIRST_PERSON & set(fact_words(newer) + fact_words(older)))
 
 
 def relates_specific_subject(text):
