@@ -42,7 +42,7 @@ def archive_marker(character, kind, audience, members, model, now, share):
     # The marker's own words are not counted against the share: for a short exchange (a
     # whisper and its answer) they alone would leave no room for its one statement.
     earlier, _ = restore_earlier(members, "", share)
-    said, _ = restore_statements(character, audience, members, earlier, share)
+    said, _, _ = restore_statements(character, audience, members, earlier, share)
     text = (
         f"{ARCHIVE_MARKER} {plural(len(members), 'earlier message')} "
         f"{'was' if len(members) == 1 else 'were'} archived without a summary "

@@ -16,7 +16,8 @@ In order, for each audience's summary (``gate_summary``):
    number, and that neither the summary nor the journal kept, is appended in the player's
    own words, credited to them, oldest first, while the summary stays within
    ``STATEMENTS_SHARE`` of the messages' words: what a small model left out of both is kept
-   as far as the compaction still makes room.
+   as far as the compaction still makes room. When that leaves statements out, the
+   summary's lines of small talk go first to make room for them.
 
 A line or fact survives when its exact names and numbers are all in the summary, with at
 least half of its other telling words (``ai.utils.grounding.survives``). The gate reads words
@@ -24,12 +25,19 @@ only, so it is deterministic.
 """
 
 from ..helpers.journal import entries_citing
-from ..utils.facts import plain_words, relates_specific_subject, replaced_value, replaces
+from ..utils.facts import (
+    plain_words,
+    relates_specific_subject,
+    replaced_value,
+    replaces,
+    telling_words,
+)
 from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
 from ..utils.grounding import key_terms, survives
 from ..utils.markers import (
     ARCHIVE_MARKER,
     EARLIER_HEADER,
+    GATE_HEADERS,
     RESTORED_HEADER,
     SAID_HEADER,
 )
@@ -41,7 +49,7 @@ from ..utils.message_format import (
     summary_items,
     summary_text,
 )
-from ..utils.sentences import sentences
+from ..utils.sentences import LIST_MARK, sentences
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
@@ -58,6 +66,7 @@ def empty_report():
         "appended_entries": [],
         "summary_lines_restored": 0,
         "statements_restored": 0,
+        "small_talk_dropped": 0,
         **Repairs().as_result(),
     }
 
@@ -68,6 +77,7 @@ def describe_report(written, report):
         (report.get("facts_appended", 0), "facts restored from the journal"),
         (report.get("summary_lines_restored", 0), "lines restored from the earlier summary"),
         (report.get("statements_restored", 0), "statements kept in the players' words"),
+        (report.get("small_talk_dropped", 0), "lines of small talk dropped for them"),
         (report["speakers_corrected"], "speakers corrected"),
         (
             sum(report[key] for key in Repairs().as_result() if key != "speakers_corrected"),
@@ -102,8 +112,9 @@ def gate_summary(character, audience, members, summary, instructions, report):
     report["facts_checked"] += facts
     report["facts_appended"] += len(restored)
     report["appended_entries"] += restored
-    summary, said = restore_statements(character, audience, members, summary)
+    summary, said, pruned = restore_statements(character, audience, members, summary)
     report["statements_restored"] += said
+    report["small_talk_dropped"] += pruned
     return summary
 
 
@@ -120,13 +131,9 @@ def statements(members, assistant):
         speaker, verb, words = read_event(message.get("content"))
         if speaker is None or verb == "emotes":
             continue
-        ignored = {word.lower() for word in (speaker, assistant)}
         for sentence in sentences(words):
-            # Its first word is capitalized as any sentence's is ("Hello", "Remember").
-            exact, _ = key_terms(sentence.split(None, 1)[-1])
-            telling = exact - ignored or relates_specific_subject(sentence)
             said_before = (speaker, sentence) in found
-            if not sentence.endswith("?") and telling and not said_before:
+            if tells_fact(sentence, (speaker, assistant)) and not said_before:
                 found.append((speaker, sentence))
     return [
         (speaker, sentence)
@@ -137,26 +144,100 @@ def statements(members, assistant):
     ]
 
 
+def tells_fact(sentence, ignored=()):
+    """Return whether a player's ``sentence`` states a fact worth keeping: it names someone
+    or something or holds a number (the ``ignored`` names, the speaker's and the
+    assistant's, not counted), or relates a specific subject to a value; a question never
+    does."""
+    # Its first word is capitalized as any sentence's is ("Hello", "Remember").
+    exact, _ = key_terms(sentence.split(None, 1)[-1])
+    ignored = {name.lower() for name in ignored}
+    telling = exact - ignored or relates_specific_subject(sentence)
+    return bool(telling) and not sentence.rstrip().endswith("?")
+
+
 def restore_statements(character, audience, members, summary, share=STATEMENTS_SHARE):
-    """Return ``(summary, count)``: ``summary`` with the statements of ``members`` that
-    neither it (with what the gate appended) nor a journal entry of ``audience`` citing them
-    kept, appended in the speaker's words, quoted as every player's words are, oldest
-    first while the whole holds at most ``share`` of the words of ``members``."""
-    told = [item for item, _ in summary_items(summary)]
-    told += [
-        entry["content"]
-        for entry in entries_citing(character, [m["id"] for m in members], audience)
-    ]
+    """Return ``(summary, count, pruned)``: ``summary`` with the statements of ``members``
+    that neither it (with what the gate appended) nor a journal entry of ``audience`` citing
+    them kept, appended in the speaker's words, quoted as every player's words are, oldest
+    first while the whole holds at most ``share`` of the words of ``members``. When that
+    leaves some out, the summary's lines of small talk (:func:`small_talk`, ``pruned`` of
+    them) make room for them first: a player's stated fact is worth more than a greeting
+    retold."""
+    cited = entries_citing(character, [m["id"] for m in members], audience)
+    said = statements(members, character.key)
+    lines, lost = _lost_statements(summary, cited, said, members, share)
+    pruned = small_talk(summary, members, character.key) if len(lost) < len(lines) else set()
+    if pruned:
+        kept = "\n".join(line for line in summary.splitlines() if line not in pruned)
+        _, kept_lost = _lost_statements(kept, cited, said, members, share)
+        if len(kept_lost) > len(lost):
+            summary, lost = kept, kept_lost
+        else:
+            pruned = set()
+    if not lost:
+        return summary, 0, len(pruned)
+    return "\n".join([summary, SAID_HEADER, *lost]), len(lost), len(pruned)
+
+
+def _lost_statements(summary, cited, said, members, share):
+    """Return ``(lines, fitting)``: the lines of the statements ``said`` that neither
+    ``summary`` nor the ``cited`` journal entries keep, and the first of them it has room
+    for."""
+    told = [item for item, _ in summary_items(summary)] + [entry["content"] for entry in cited]
     kept = set(plain_words(summary)).union(*(plain_words(line) for line in told))
     lines = [
         f"- {speaker}: {quoted(sentence)}"
-        for speaker, sentence in statements(members, character.key)
+        for speaker, sentence in said
         if not still_told(sentence, told, kept)
     ]
-    lost = within_share(lines, members, summary, share)
-    if not lost:
-        return summary, 0
-    return "\n".join([summary, SAID_HEADER, *lost]), len(lost)
+    return lines, within_share(lines, members, summary, share)
+
+
+def small_talk(summary, members, assistant):
+    """Return the lines of ``summary`` that tell only small talk: each of their sentences
+    retells, sharing the most words with it (two at least), a sentence of ``members`` that
+    states no fact (:func:`tells_fact`) or the assistant's own words (which ground nothing).
+    A line of an earlier summary, a journal entry the gate restored or a statement it kept
+    is never one."""
+    told = []  # (words, whether the sentence tells a fact)
+    for message in members:
+        content = message.get("content") or ""
+        if message["role"] == "assistant" and isinstance(content, str):
+            told += [(set(_telling(sentence)), False) for sentence in sentences(content)]
+        elif message["role"] == "user":
+            speaker, verb, words = read_event(content)
+            if speaker and verb != "emotes":
+                told += [
+                    (set(_telling(sentence)), tells_fact(sentence, (speaker, assistant)))
+                    for sentence in sentences(words)
+                ]
+    found = set()
+    for line in _model_lines(summary):
+        parts = [set(_telling(sentence)) for sentence in sentences(LIST_MARK.sub("", line))]
+        if parts and all(_retells_small_talk(words, told) for words in parts):
+            found.add(line)
+    return found
+
+
+def _telling(text):
+    return [word for word in telling_words(plain_words(text)) if len(word) >= 3]
+
+
+def _retells_small_talk(words, told):
+    best = max((len(words & source) for source, _ in told), default=0)
+    matches = [fact for source, fact in told if len(words & source) == best]
+    return best >= 2 and not any(matches)
+
+
+def _model_lines(summary):
+    """Yield the lines of ``summary`` the model wrote: those before the gate's first
+    header."""
+    for line in summary.splitlines():
+        if line.strip() in GATE_HEADERS:
+            return
+        if line.strip():
+            yield line
 
 
 def still_told(statement, told, kept):

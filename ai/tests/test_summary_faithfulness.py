@@ -158,6 +158,40 @@ class TestStatementsKept(FaithfulnessTestCase):
         self.assertEqual(self.result["statements_restored"], 1)
 
 
+class TestStatementsCrowdedOut(FaithfulnessTestCase):
+    EARLIER = [
+        {"role": "user", "content": 'Char2 says, "What a grey and windy morning."'},
+        {"role": "assistant", "content": "It is cold out there."},
+        {"role": "user", "content": 'Char says, "The stew smells good."'},
+    ]
+    SMALL_TALK = [
+        "- Char2 said it was a grey and windy morning.",
+        "- You said it is cold out there.",
+        "- Char said the stew smells good.",
+    ]
+
+    def test_small_talk_retold_makes_room_for_a_players_stated_facts(self):
+        """Default seed 29: the summary retold every greeting and reply, and a player's
+        price ("The cooper in <place> charges 97 silver ...") found no room."""
+        self.compact("\n".join([*self.SMALL_TALK, TOLL]))
+        kept = self.stored_summary()
+        self.assertIn('- Char2: "The ferry to Saltmarsh leaves at nine."', kept)
+        self.assertIn('- Char: "My sister Maren keeps 14 goats on the hill."', kept)
+        for line in self.SMALL_TALK:
+            self.assertNotIn(line, kept)
+        self.assertIn(TOLL, kept)
+        self.assertEqual(self.result["small_talk_dropped"], 3)
+        self.assertEqual(self.result["statements_restored"], 2)
+
+    def test_small_talk_stays_when_the_statements_fit_beside_it(self):
+        maren = "- Char said his sister Maren keeps 14 goats on the hill."
+        self.compact("\n".join([self.SMALL_TALK[0], maren, TOLL]))
+        kept = self.stored_summary()
+        self.assertIn(self.SMALL_TALK[0], kept)
+        self.assertIn('- Char2: "The ferry to Saltmarsh leaves at nine."', kept)
+        self.assertEqual(self.result["small_talk_dropped"], 0)
+
+
 class TestStatementsChanged(FaithfulnessTestCase):
     EARLIER = [
         {"role": "user", "content": 'Char2 says, "The gate code is 4417."'},
