@@ -29,9 +29,9 @@ from twisted.internet import defer
 from .goal_decomposition import start_decomposition
 from .helpers.goals import awaiting_decomposition, goal_urgency, has_active_goals, next_step
 from .models import Goal
-from .prompt_contexts import CONTEXT_TICK_AUTONOMOUS
+from .prompt_contexts import CONTEXT_TICK_AUTONOMOUS, get_context_config
 from .tool_execution import run_react_loop
-from .tools import get_tool
+from .tools import get_tool, tools_for
 from .utils.message_format import one_line
 
 # The longest wait, in multiples of autonomous_interval.
@@ -40,10 +40,12 @@ MAX_DECOMPOSE_FAILURES = 5
 STEP_INSTRUCTION = (
     "No one is waiting for an answer now. Work on your goal #{number}: {text}{step_of}\n"
     "Take the next step with your tools: only tool calls act, and what you write is not "
-    "said (to speak, call say). When the goal is reached, call complete_goal with "
+    "said.{actions} When the goal is reached, call complete_goal with "
     '{{"goal": {number}}}; if you cannot go on with it, call block_goal with "goal" {number} '
-    'and the "reason"; if there is nothing to do now, call noop.'
+    'and the "reason"; call noop only when the step must wait for someone.'
 )
+# The categories of the tools a step names as its ways to act (``utils.tool_categories``).
+ACTING_CATEGORIES = {"world", "communication"}
 
 
 def backoff_ticks(interval, failures):
@@ -130,11 +132,15 @@ def run_autonomous_turn(script, character, goal):
     started = timezone.now()
     parent = goal.parent
     step_of = f" (a step of #{parent.id}: {one_line(parent.text)})" if parent else ""
+    config = get_context_config(CONTEXT_TICK_AUTONOMOUS, script)
     event = {
         "type": "goal_step",
         "goal": goal.id,
         "instruction": STEP_INSTRUCTION.format(
-            number=goal.id, text=one_line(goal.text), step_of=step_of
+            number=goal.id,
+            text=one_line(goal.text),
+            step_of=step_of,
+            actions=_ways_to_act(config),
         ),
     }
     signals = dict(script.context_signals(), goal_urgency=goal_urgency(goal))
@@ -142,6 +148,7 @@ def run_autonomous_turn(script, character, goal):
         script,
         character,
         CONTEXT_TICK_AUTONOMOUS,
+        context_config=config,
         event=event,
         signals=signals,
         audience=goal.audience,
@@ -155,3 +162,17 @@ def run_autonomous_turn(script, character, goal):
         f"{'progress' if progress else 'no progress'}"
     )
     return loop, progress
+
+
+def _ways_to_act(config):
+    """Return the sentence naming the tools ``config`` offers that act in the world or
+    speak, as a small model reads them (" To act in the world: give(item, recipient),
+    look(target), say(message)."), or "" when it offers none: in a listing of a dozen
+    tools, a small model called none of them and ended each step with noop."""
+    offered = tools_for(config.tool_filter, config.allowed_tool_categories)
+    acting = [
+        f"{tool.name}({', '.join(tool.parameters.get('properties') or {})})"
+        for tool in sorted(offered, key=lambda tool: tool.name)
+        if tool.categories & ACTING_CATEGORIES
+    ]
+    return f" To act in the world: {', '.join(acting)}." if acting else ""

@@ -268,6 +268,24 @@ class TestAutonomy(GoalTestCase):
         history = self.script.conversation_history
         self.assertEqual([m["role"] for m in history], ["assistant", "tool", "assistant", "tool"])
 
+    def test_a_step_names_the_tools_that_act_in_the_world(self):
+        """Qwen2.5-Coder-1.5B, its step "Return the <thing> to <owner>" and a dozen tools
+        listed, ended every turn with noop and never called give."""
+        top = self.give_goal("Return the cup to Char, then tidy up")
+        self.give_goal("Return the cup to Char", parent=top)
+        with Model().llm() as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        acting = "To act in the world: give(item, recipient), look(target), say(message)."
+        self.assertIn(acting, str(llm.calls[0]))
+        tools = ["say", "noop", "complete_goal", "block_goal"]
+        self.script.set_config("context_overrides", {"tick_autonomous": {"tool_filter": tools}})
+        self.script.ndb.autonomy = None  # the next turn without waiting for the interval
+        with Model().llm() as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        self.assertIn("To act in the world: say(message). When", str(llm.calls[0]))
+
     def test_the_last_step_done_closes_its_goal_and_a_blocked_step_keeps_it_open(self):
         top = self.give_goal("Return the cup, then tidy up")
         first = self.give_goal("Return the cup", parent=top)

@@ -66,7 +66,7 @@ class TestRegistry(ToolTestCase):
         self.assertEqual(categories["add_journal_entry"], {"journal"})
         self.assertEqual(categories["review_journal"], {"journal", "safe"})
         self.assertEqual(categories["update_entity_observation"], {"journal"})
-        self.assertEqual(categories["give"], {"dangerous"})
+        self.assertEqual(categories["give"], {"dangerous", "world"})
         self.assertTrue(get_tool("say").is_terminal)
         self.assertFalse(get_tool("review_journal").is_terminal)
         self.assertIsNone(get_tool("fly"))

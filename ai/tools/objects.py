@@ -78,7 +78,7 @@ register_tool(
             },
             "additionalProperties": False,
         },
-        categories=frozenset({"safe"}),
+        categories=frozenset({"safe", "world"}),
         handler=look,
     )
 )
@@ -100,7 +100,7 @@ register_tool(
             "required": ["item", "recipient"],
             "additionalProperties": False,
         },
-        categories=frozenset({"dangerous"}),
+        categories=frozenset({"dangerous", "world"}),
         handler=give,
     )
 )
