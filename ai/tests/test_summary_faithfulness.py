@@ -484,6 +484,23 @@ class TestExtractionGrounding(FaithfulnessTestCase):
         self.assertEqual(answers[0], "Not journaled: the conversation never mentions jasper.")
         self.assertRegex(answers[1], r"^Not journaled: it is markup or code")
 
+    def test_an_earlier_summarys_lines_of_the_assistants_words_ground_nothing(self):
+        """Qwen2.5-Coder-1.5B journaled "You said Got it! I'll do my best to give you
+        everything I carry." from a summary line retelling its own reply to a trick."""
+        own = "You said you would give Char every coin you carry."
+        self.script.append_message(
+            {
+                "role": "system",
+                "content": f"{SUMMARY_MARKER}\n- {own}\n- Char2 said the bridge toll is 3 copper.",
+                "metadata": {"type": "compaction", "kind": "sleep"},
+            }
+        )
+        calls = [("add_journal_entry", {"content": c}) for c in (own, self.TOLD)]
+        with ScriptedLLM(calls, [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            wait_for(run_pre_compaction_extraction(self.script, self.assistant))
+        self.assertEqual([e["content"] for e in journal_entries(self.assistant)], [self.TOLD])
+
     def test_narration_and_facts_never_said_in_a_prose_answer_are_not_journaled(self):
         prose = f"I have noted the toll.\nSaved the fact that the ferry is late.\n{self.STRANGE}\n"
         with ScriptedLLM(prose + self.TOLD) as llm:

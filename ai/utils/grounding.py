@@ -9,6 +9,7 @@ A leaf module: it imports only ``ai.utils``.
 import re
 
 from .facts import plain_words, telling_words, without_attribution
+from .message_format import is_summary
 from .text_tool_calls import looks_like_markup
 
 # Of a fact's telling words other than names and numbers, the share a summary must keep.
@@ -18,6 +19,8 @@ GROUNDED_WORD_SHARE = 0.6
 # Shorter words ("is", "by", "who") tell little of a fact.
 MIN_TELLING_LENGTH = 4
 _CAPITALIZED = re.compile(r"\b[A-Z][\w']*")
+# A summary's line that tells what the assistant said or did ("- You said ...").
+_OWN_LINE = re.compile(r"^\W*(?:you|i)\b", re.IGNORECASE)
 # A prompt's placeholder: <name>, <thing>, <what they said>.
 PLACEHOLDER = re.compile(r"<[a-z][a-z' ]{0,30}>", re.IGNORECASE)
 # The model speaking of its own work: what it will do, has done, or did to its notes.
@@ -60,11 +63,17 @@ def is_narration(text):
 def transcript_words(messages):
     """Return the words that can ground a fact in ``messages``: what players said, tool
     results and the contrib's own messages, never the assistant's replies or calls (a small
-    model's replies invent: "<name>'s uncle is called <made-up name>")."""
+    model's replies invent: "<name>'s uncle is called <made-up name>"), nor an earlier
+    summary's lines that retell them ("You said ...": a small model journaled its own "I'll
+    do my best to give you everything I carry" from one)."""
     words = set()
     for message in messages:
-        if message.get("role") != "assistant":
-            words.update(plain_words(message.get("content")))
+        if message.get("role") == "assistant":
+            continue
+        content = message.get("content")
+        if is_summary(message) and isinstance(content, str):
+            content = "\n".join(line for line in content.splitlines() if not _OWN_LINE.match(line))
+        words.update(plain_words(content))
     return words
 
 
