@@ -329,6 +329,25 @@ class TestSpeakersOfAnEarlierSummary(FaithfulnessTestCase):
         )
 
 
+class TestSpeakerOnlyInAnEarlierSummary(FaithfulnessTestCase):
+    EARLIER = [
+        {
+            "role": "system",
+            "content": f'{SUMMARY_MARKER}\n- Wilma said: "My nephew Aldo keeps bees in Saltcombe."',
+            "metadata": {"type": "compaction", "kind": "sleep"},
+        },
+        {"role": "user", "content": 'Char says, "My nephew Emrys keeps bees in Saltcombe."'},
+    ]
+
+    def test_a_player_who_spoke_only_before_the_earlier_summary_keeps_their_words(self):
+        """Default seed 26: the player had spoken only before the earlier summary, so the
+        gate knew no such speaker and gave their words to the one who said most of them
+        ("My nephew Emrys ..."): the gate made the swap it exists to repair."""
+        aldo = "- Wilma said her nephew Aldo keeps bees in Saltcombe."
+        self.compact(f"{aldo}\n{TOLL}")
+        self.assert_stored(aldo, TOLL, speakers_corrected=0)
+
+
 class TestSpeakerOfAnAnswer(FaithfulnessTestCase):
     EARLIER = [
         {"role": "user", "content": 'Char2 says, "The password for the cellar is quince."'},

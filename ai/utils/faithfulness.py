@@ -122,6 +122,8 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
         speaker = message["role"] == "user" and read_event(message.get("content"))[0]
         if speaker:
             transcript.names[speaker.lower()] = speaker
+        elif is_summary(message):
+            transcript.names.update(_credited_in(summary_text(message.get("content"))))
     results = {m.get("tool_call_id"): m.get("content") or "" for m in messages}
     for message in messages:
         content = message.get("content") or ""
@@ -150,6 +152,19 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
     for name in transcript.names:
         transcript.words |= set(plain_words(name))
     return transcript
+
+
+def _credited_in(text):
+    """Return ``{name lower case: name}`` of the speakers an earlier summary's lines open
+    with ("<name> said ...", "- <name>: ..."): a player who spoke only before it is a
+    participant still, whose words its lines hold."""
+    found = {}
+    for line in text.splitlines():
+        opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
+        name = opening and (opening.group("who") or opening.group("named"))
+        if name and name[0].isupper() and name.lower() not in _STARTERS:
+            found[name.lower()] = name
+    return found
 
 
 def _speakers_of(line, transcript):
