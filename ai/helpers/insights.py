@@ -10,8 +10,6 @@ Every other entry waits for a reflection (``JournalEntry.reflected`` False) unti
 covers it; ``pending_importance`` adds up what waits, for the trigger in ``ai.reflection``.
 """
 
-import re
-
 from django.db.models import F, FloatField, Sum
 from django.db.models.functions import Coalesce
 
@@ -19,7 +17,7 @@ from ..audience import narrowest
 from ..models import JournalEntry
 from ..utils.echo import is_echo
 from ..utils.facts import plain_words, telling_words
-from ..utils.sentences import LIST_MARK
+from ..utils.sentences import stated_lines
 from .idle_checks import PENDING_IMPORTANCE, forget, remembered
 from .journal import INSIGHT_SOURCE, add_entry, digest, find_same
 
@@ -32,9 +30,6 @@ INFERRED_MIN_SHARED = 2
 INFERRED_CITES = 3
 # A line of a reflection's text answer shorter than this is no insight ("Done.").
 STATED_MIN_WORDS = 5
-# Markdown emphasis, and a label opening a stated insight ("**Insight 2:** ...").
-_EMPHASIS = re.compile(r"\*\*|__")
-_LABEL = re.compile(r"^(?:insight|reflection)\s*\d*\s*[:.)-]\s*", re.I)
 
 
 def pending_entries(character, limit):
@@ -188,10 +183,7 @@ def write_stated_insights(character, texts, offered, audience):
     """
     written = []
     for text in texts:
-        for line in (text or "").splitlines():
-            line = _LABEL.sub("", LIST_MARK.sub("", _EMPHASIS.sub("", line)).strip())
-            if len(line.split()) < STATED_MIN_WORDS or line.endswith(("?", ":")):
-                continue
+        for line in stated_lines(text, STATED_MIN_WORDS):
             if find_same(character, line, audience):
                 continue
             cites = [entry_id for entry_id in offered if entry_id in line]

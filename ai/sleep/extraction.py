@@ -27,12 +27,12 @@ from ..prompt_contexts import (
 from ..tool_execution import run_react_loop
 from ..utils.markers import SAVED_HEADER
 from ..utils.message_format import one_line
+from ..utils.sentences import stated_lines
 
 MIN_MESSAGES = 5
 # A line of a text answer is journaled when it reads as a statement of at least this many
 # words and does not talk about the extraction itself.
 MIN_FACT_WORDS = 4
-_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|fact\s*\d*:)\s*", re.IGNORECASE)
 _ABOUT_THE_TASK = re.compile(
     r"\b(journal\w*|noop|tool|nothing (?:left|more|else)|no (?:more|other|new) facts?)\b",
     re.IGNORECASE,
@@ -147,20 +147,13 @@ def instruction(character, history, audience=PUBLIC):
 
 
 def stated_facts(text):
-    """Return the lines of a text answer that state facts: list marks removed, one a line."""
-    facts = []
-    for line in (text or "").splitlines():
-        line = _LIST_MARK.sub("", line).strip()
-        if len(line) > 1 and line[0] == line[-1] == '"':
-            line = line[1:-1]  # a whole quoted line; a quotation inside it keeps its marks
-        if (
-            len(line.split()) >= MIN_FACT_WORDS
-            and not line.endswith("?")
-            and not line.endswith(":")
-            and not _ABOUT_THE_TASK.search(line)
-        ):
-            facts.append(line[:MAX_ENTRY_CHARS])
-    return facts
+    """Return the lines of a text answer that state facts (``utils.sentences.stated_lines``),
+    none about the task itself."""
+    return [
+        line[:MAX_ENTRY_CHARS]
+        for line in stated_lines(text, MIN_FACT_WORDS)
+        if not _ABOUT_THE_TASK.search(line)
+    ]
 
 
 def journal_stated_facts(character, texts, history, audience=PUBLIC):

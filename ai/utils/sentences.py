@@ -10,6 +10,9 @@ QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|«[^»\n]*»")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+|;\s*")
 # A list item's mark before a line: "- ", "* ", "1. ", "2) ".
 LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
+# Markdown emphasis, and a label opening a line a model stated ("**Insight 2:** ...").
+_EMPHASIS = re.compile(r"\*\*|__")
+_LABEL = re.compile(r"^(?:fact|insight|reflection)\s*\d*\s*[:.)-]\s*", re.IGNORECASE)
 
 
 def sentences(text):
@@ -26,4 +29,19 @@ def sentences(text):
         piece = re.sub(r"\x00(\d+)\x00", lambda m: quotes[int(m.group(1))], piece).strip()
         if piece:
             found.append(piece)
+    return found
+
+
+def stated_lines(text, min_words):
+    """Return the lines of a model's text answer that state something, one a line: list
+    marks, markdown emphasis and a label ("Fact 2:", "Insight 1:") removed, a wholly quoted
+    line unquoted (a quotation inside it keeps its marks); questions, headings (a line
+    ending in a colon) and lines of fewer than ``min_words`` words left out."""
+    found = []
+    for line in (text or "").splitlines():
+        line = _LABEL.sub("", LIST_MARK.sub("", _EMPHASIS.sub("", line)).strip())
+        if len(line) > 1 and line[0] == line[-1] == '"':
+            line = line[1:-1]
+        if len(line.split()) >= min_words and not line.endswith(("?", ":")):
+            found.append(line)
     return found
