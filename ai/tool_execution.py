@@ -46,7 +46,7 @@ from .thinking import ThinkingEmote
 from .tools import ToolContext, ToolResult, execute_tool, get_tool, tools_for
 from .tools.communication import emote, speak, spoken
 from .utils.echo import is_echo, off_topic_repeat, repeats_itself
-from .utils.intentions import only_announces
+from .utils.intentions import only_announces, without_announcements
 from .utils.markers import SUB_AGENT_KEY
 from .utils.message_format import SendableMessages
 from .utils.text_tool_calls import looks_like_markup
@@ -375,6 +375,8 @@ def run_react_loop(
             answer = _withhold(
                 script, character, answer, audience, "a stock reply given again", result.withheld
             )
+        elif speaking and answer.ok:
+            answer = _unannounced(answer)
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -575,6 +577,27 @@ def _announces_only(answer):
     if any(call["function"]["name"] != "say" for call in answer.tool_calls):
         return False
     return only_announces(_heard(answer))
+
+
+def _unannounced(answer):
+    """Return ``answer`` without the announcements of a tool use it made no call for, in its
+    text and its ``say`` messages (``utils.intentions.without_announcements``): "The ferry
+    leaves at dawn. I'll note that down." is said as "The ferry leaves at dawn."."""
+    if any(call["function"]["name"] != "say" for call in answer.tool_calls):
+        return answer
+    calls = []
+    for call in answer.tool_calls:
+        try:
+            arguments = json.loads(call["function"].get("arguments") or "{}")
+            message = arguments["message"]
+        except (ValueError, KeyError, TypeError):
+            calls.append(call)
+            continue
+        arguments["message"] = without_announcements(str(message))
+        function = dict(call["function"], arguments=json.dumps(arguments))
+        calls.append(dict(call, function=function))
+    content = without_announcements(answer.content) if answer.content else answer.content
+    return replace(answer, content=content, tool_calls=calls)
 
 
 def _withhold(script, character, answer, audience, why, withheld):

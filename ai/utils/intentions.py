@@ -8,7 +8,7 @@ record, remember, journal, look, check, search, or add, write, save something to
 notes or memory; so does one telling anyone to use a tool it names in code ("You can use
 the "<tool_name>" tool"). A reply that also says something else (an answer, a fact, a
 number) is an answer: only replies whose sentences are announcements and acknowledgements
-count.
+count; said, it loses its announcements (no call was made).
 
 A leaf module: the standard library and the sentence splitter only.
 """
@@ -40,7 +40,9 @@ _TOOL_VERB = (
 )
 # Verbs that are a tool's work when they put something in a journal, notes or memory.
 _STORE_VERB = r"(?:add|put|write|save|store|enter|file|keep|place|include|update)"
-_STORE_PLACE = r"(?:journal|notes?|notebook|memory|memories|records?|log|diary|list)"
+_STORE_PLACE = r"(?:journal|notes?|notebook|memory|memories|records?|log|diary|list|context)"
+# What it is kept as ("... as a journal entry").
+_STORE_FORM = r"(?:journal\s+)?(?:entry|note|record|memory)"
 # Naming a tool or a function to call ("I'll use the add_journal_entry tool").
 _TOOL_NAMED = r"(?:use|call|run|invoke)\s+(?:\w+\s+){0,3}?(?:tool|function|\w+_\w+)"
 # Telling anyone, themselves included, to use a tool named in code ("You can use the
@@ -54,18 +56,21 @@ _TOOL_ADVICE = re.compile(
 
 _ANNOUNCES = re.compile(
     rf"{_INTENT}{_FILLER}\s+(?:{_TOOL_VERB}|{_TOOL_NAMED}|"
-    rf"{_STORE_VERB}\b[^.!?]{{0,120}}?\b(?:to|in|into|on|onto)\s+(?:my|the|our|your)\s+"
-    rf"(?:\w+\s+)?{_STORE_PLACE}\b)",
+    rf"{_STORE_VERB}\b[^.!?]{{0,120}}?\b(?:(?:to|in|into|on|onto)\s+(?:my|the|our|your)\s+"
+    rf"(?:\w+\s+)?{_STORE_PLACE}|as\s+an?\s+{_STORE_FORM})\b)",
     re.I,
 )
 # Words of a sentence that only acknowledges ("Sure!", "Understood, <name>.", "Got it.").
 _ACKNOWLEDGING = frozenset(
     """sure okay ok alright all right understood got it noted of course certainly thanks
     thank you great good sounds yes yeah absolutely gladly will do no problem hello hi hey
-    there welcome nice fine perfect excellent wonderful indeed right away""".split()
+    there welcome nice fine perfect excellent wonderful indeed right away i see understand
+    ah oh""".split()
 )
 
 
+# What makes an announcement a promise for later ("If you tell me, I'll note it.").
+_CONDITION = re.compile(r"\b(?:if|when|whenever|once|tell\s+me)\b", re.I)
 # What joins a sentence's opening to an announcement that follows it.
 _LEAD_OUT = re.compile(r"(?:[\s,;:!.-]|\b(?:and|so|but|then)\b)*$", re.I)
 
@@ -87,6 +92,27 @@ def acknowledges(sentence):
     words = _WORD.findall(sentence)
     others = [word for word in words if word.lower() not in _ACKNOWLEDGING]
     return len(others) <= 1 and all(word[:1].isupper() for word in others)
+
+
+def without_announcements(text):
+    """Return ``text`` without its announcements of a tool use, what comes before one in its
+    sentence kept ("It is 12, Char, and I'll note it." -> "It is 12, Char."): said with
+    no call made, an announcement claims a deed not done. ``text`` itself when it
+    announces nothing."""
+    if not any(announcement(sentence) is not None for sentence in sentences(text)):
+        return text
+    kept = []
+    for sentence in sentences(text):
+        start = announcement(sentence)
+        if start is None:
+            kept.append(sentence)
+            continue
+        before = _LEAD_OUT.sub("", sentence[:start])
+        if _CONDITION.search(before):
+            kept.append(sentence)  # a promise for later, no claim: "Tell me and I'll note it."
+        elif before:
+            kept.append(before if before[-1] in ".!?" else f"{before}.")
+    return " ".join(kept)
 
 
 def only_announces(text):
