@@ -46,6 +46,7 @@ from .task_assessment import assess_task
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
+from .tools.communication import tell_room
 from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
@@ -225,7 +226,7 @@ class AssistantScript(DefaultScript):
         """Show the room the emote template of the attribute ``emote``, unless it is None."""
         template = self.get_config(emote)
         if template and self.obj and self.obj.location:
-            self.obj.location.msg_contents(fitted(template.replace(EMOTE_FIELD, self.obj.key)))
+            tell_room(self.obj.location, fitted(template.replace(EMOTE_FIELD, self.obj.key)))
 
     def context_usage(self):
         """Measure the context of the next call (see ``measure_context``)."""
@@ -387,8 +388,9 @@ class AssistantScript(DefaultScript):
         if loop.stop_reason in ("llm_error", "over_window"):
             self.ndb.consecutive_errors = (self.ndb.consecutive_errors or 0) + 1
             if character.location:
-                character.location.msg_contents(
-                    fitted(f"{character.key} frowns, lost in thought, and does not answer.")
+                tell_room(
+                    character.location,
+                    fitted(f"{character.key} frowns, lost in thought, and does not answer."),
                 )
             return dict(outcome, status=loop.stop_reason)
         self.ndb.consecutive_errors = 0

@@ -1,5 +1,6 @@
 """The players' command: talking to an assistant."""
 
+from ..tools.communication import tell_room
 from .common import AssistantCommand, find_assistant
 
 
@@ -35,8 +36,10 @@ class CmdTalk(AssistantCommand):
         if assistant.location != caller.location:
             self.tell(f"{assistant.key} is not here.")
             return
-        caller.location.msg_contents(
-            f'{caller.key} says to {assistant.key}, "{message}"', exclude=[caller, assistant]
+        tell_room(
+            caller.location,
+            f'{caller.key} says to {assistant.key}, "{message}"',
+            exclude=[caller, assistant],
         )
         caller.msg(f'You say to {assistant.key}, "{message}"')
         assistant.hear(caller, message, event_type="talk")

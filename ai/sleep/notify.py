@@ -3,6 +3,7 @@
 from evennia.utils import logger
 
 from ..log_channel import post_to_log_channel
+from ..tools.communication import tell_room
 from ..utils.columns import fitted
 from ..utils.message_format import summary_depth
 from ..utils.wording import plural
@@ -30,8 +31,8 @@ def announce_compaction(script, character, result):
             asleep = script.db.operating_mode == "sleep"
             # Asleep, it does not pause: the room sees it stir.
             gesture = "stirs in their sleep" if asleep else "pauses and gathers their thoughts"
-            character.location.msg_contents(
-                fitted(f"{character.key} {gesture}."), exclude=[character]
+            tell_room(
+                character.location, fitted(f"{character.key} {gesture}."), exclude=[character]
             )
         except Exception:
             logger.log_trace(f"AI {script.label}: could not tell the room")

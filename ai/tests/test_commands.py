@@ -9,7 +9,13 @@ from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
 
-from .support import AssistantCommandTestCase, ScriptedLLM, make_assistant, wait_for
+from .support import (
+    AssistantCommandTestCase,
+    ScriptedLLM,
+    make_assistant,
+    record_messages,
+    wait_for,
+)
 
 
 class TestTalk(AssistantCommandTestCase):
@@ -30,6 +36,14 @@ class TestTalk(AssistantCommandTestCase):
         self.assistant.location = self.room2
         self.call(CmdTalk(), "Helper = hi", "Helper is not here.")
         self.call(CmdTalk(), "", "Usage: talk <assistant> = <message>")
+
+    def test_braces_and_dollar_signs_are_heard_as_written(self):
+        """Evennia's msg_contents reads {key} fields and $func() calls: a player's words
+        holding them raised a KeyError, and no one heard them."""
+        heard = record_messages(self.char2)
+        line = "my code is {abc} and $you()"
+        self.call(CmdTalk(), f"Helper = {line}", f'You say to Helper, "{line}"')
+        self.assertIn(f'Char says to Helper, "{line}"', " ".join(map(str, heard)))
 
     def test_everyone_may_talk(self):
         self.assertTrue(CmdTalk().access(self.char2, "cmd"))

@@ -6,6 +6,8 @@ Here, <name>.") and ``give``: before a builder allowed it, the assistant must no
 gave anything.
 """
 
+import json
+
 from evennia.utils import create
 from evennia.utils.ansi import strip_ansi
 
@@ -102,6 +104,20 @@ class TestHeldCall(AssistantTestCase):
         self.assertIn(
             "did not allow your call give(", self.script.conversation_history[-1]["content"]
         )
+
+    def test_a_call_whose_arguments_hold_braces_is_told_as_written_when_dropped(self):
+        """Qwen2.5-Coder-1.5B's arguments came as a JSON string inside a string; told to the
+        room, their braces raised a KeyError in Evennia's msg_contents and no one heard."""
+        self.ask()
+        (entry,) = self.script.db.awaiting_confirmation
+        arguments = json.dumps(json.dumps({"item": "lantern", "recipient": "$you() {Char}"}))
+        entry["function"] = dict(entry["function"], arguments=arguments)
+        self.script.db.awaiting_confirmation = [entry]
+        before = len(self.char2_heard)
+        self.char1.execute_cmd("aiconfirm/discard Helper = 1")
+        heard = words(self.heard(self.char2_heard, before))
+        self.assertIn('give ({"item": "lantern", "recipient": "$you() {Char}"})', heard)
+        self.assertEqual(self.script.db.awaiting_confirmation, [])
 
     def test_allowed_but_failed_the_player_hears_it_failed_and_no_words(self):
         self.ask()

@@ -59,12 +59,23 @@ def without_own_name(character, text):
     return text[prefix.end() :] if prefix and text[prefix.end() :].strip() else text
 
 
+def tell_room(location, text, **kwargs):
+    """Show ``text`` to everyone in ``location`` as it is written.
+
+    Evennia's ``msg_contents`` reads its text as a template (``{key}`` fields, ``$func()``
+    calls): a player's braces or a held call's arguments (``give ({"item": ...})``) raised
+    a KeyError there. The text goes in as the value of the template's one field instead.
+    ``kwargs`` go to ``msg_contents`` (``exclude``, ``from_obj``).
+    """
+    location.msg_contents("{text}", mapping={"text": text}, **kwargs)
+
+
 def emote(character, text, audience=None):
     """Show ``text`` (a pose the contrib words, never the model's speech) to the room, or to
     ``audience`` (dbrefs) only, wrapped to a client's default width."""
     text = fitted(plain_speech(text))
     if not audience:
-        character.location.msg_contents(text, from_obj=character)
+        tell_room(character.location, text, from_obj=character)
         return
     for listener in listeners_of(audience):
         listener.msg(text, from_obj=character)

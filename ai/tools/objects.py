@@ -6,6 +6,7 @@ from evennia.utils.ansi import strip_ansi
 from ..utils.columns import fitted
 from ..utils.markers import NOT_SEEN
 from .base import Tool, ToolResult
+from .communication import tell_room
 from .registry import register_tool
 from .targets import resolve_entity
 
@@ -54,8 +55,10 @@ def give(ctx, item, recipient):
     thing = carried[0]
     if not thing.move_to(target, quiet=True, move_type="give"):
         return ToolResult(ok=False, content=f"{thing.key} could not be given to {target.key}.")
-    ctx.character.location.msg_contents(
-        fitted(f"{ctx.character.key} gives {thing.key} to {target.key}."), from_obj=ctx.character
+    tell_room(
+        ctx.character.location,
+        fitted(f"{ctx.character.key} gives {thing.key} to {target.key}."),
+        from_obj=ctx.character,
     )
     return ToolResult(
         ok=True,
