@@ -363,7 +363,7 @@ def run_react_loop(
                 purpose=purpose,
                 cache_points=points,
             )
-        if speaking and answer.ok and _announces_only(answer):
+        if speaking and answer.ok and _announces_only(answer, result):
             why = "an announced tool use never made"
             answer = _withhold(script, character, answer, audience, why, result.intentions_withheld)
         elif (
@@ -376,7 +376,7 @@ def run_react_loop(
                 script, character, answer, audience, "a stock reply given again", result.withheld
             )
         elif speaking and answer.ok:
-            answer = _unannounced(answer)
+            answer = _unannounced(answer, result)
         result.iterations, result.last_answer, result.cuts = iteration, answer, prompt.cuts
         if not answer.ok:
             result.stop_reason = "llm_error"
@@ -496,7 +496,7 @@ def _nudge(script, answer, event, earlier, result):
         return None
     if not answer.ok:
         return None
-    if _announces_only(answer):
+    if _announces_only(answer, result):
         result.intention_retries += 1
         prefer_text_listing(script, answer, "announced a tool use without making it")
         return INTENTION_NUDGE.format(speaker=_speaker(event))
@@ -571,20 +571,29 @@ def _heard(answer):
     return " ".join(_say_messages(answer.tool_calls)) or answer.content or ""
 
 
-def _announces_only(answer):
+def _announces_only(answer, result):
     """Tell whether ``answer`` only announces a tool use: no call but ``say`` made, and
-    nothing said but the announcement (see ``ai.utils.intentions``)."""
+    nothing said but the announcement (see ``ai.utils.intentions``), or the claim of one
+    when no call but ``say`` ran this turn (``result``)."""
     if any(call["function"]["name"] != "say" for call in answer.tool_calls):
         return False
-    return only_announces(_heard(answer))
+    return only_announces(_heard(answer), _claims_untrue(result))
 
 
-def _unannounced(answer):
+def _claims_untrue(result):
+    """Tell whether saying a tool's work was done would be untrue: no tool but ``say`` ran
+    in the turn so far."""
+    return all(name == "say" for name in result.tools_called)
+
+
+def _unannounced(answer, result):
     """Return ``answer`` without the announcements of a tool use it made no call for, in its
-    text and its ``say`` messages (``utils.intentions.without_announcements``): "The ferry
-    leaves at dawn. I'll note that down." is said as "The ferry leaves at dawn."."""
+    text and its ``say`` messages (``utils.intentions.without_announcements``; claims of one
+    too when ``result`` ran none): "The ferry leaves at dawn. I'll note that down." is said
+    as "The ferry leaves at dawn."."""
     if any(call["function"]["name"] != "say" for call in answer.tool_calls):
         return answer
+    claims = _claims_untrue(result)
     calls = []
     for call in answer.tool_calls:
         try:
@@ -593,10 +602,10 @@ def _unannounced(answer):
         except (ValueError, KeyError, TypeError):
             calls.append(call)
             continue
-        arguments["message"] = without_announcements(str(message))
+        arguments["message"] = without_announcements(str(message), claims)
         function = dict(call["function"], arguments=json.dumps(arguments))
         calls.append(dict(call, function=function))
-    content = without_announcements(answer.content) if answer.content else answer.content
+    content = without_announcements(answer.content, claims) if answer.content else answer.content
     return replace(answer, content=content, tool_calls=calls)
 
 

@@ -33,6 +33,8 @@ ANNOUNCING = [
     'You will use the "search_history" tool to find out what Char said about it.',
     "We could call the review_journal tool for that.",
     "I see. I'll add that information as a journal entry to my context.",
+    'I have added a journal entry with the content "The roads were quiet."',
+    "I've noted that, Char.",
 ]
 ANSWERING = [
     "I will meet you at the gate.",
@@ -54,6 +56,7 @@ ANSWERING = [
     "I'll be at the inn until dusk.",
     "You can use the old_mill road to get there.",
     "The password is swift_river, Char.",
+    "I have added salt to the stew.",
 ]
 
 
@@ -150,6 +153,22 @@ class TestTheLoopNeverSaysAnIntention(AssistantTestCase):
         self.assertEqual(result["reply"], "I'll note that down, Char.")
         self.assertEqual(result["loop"].intention_retries, 0)
         self.assertEqual(len(self.llm.calls), 1)
+
+    def test_a_claim_of_a_note_is_said_only_in_a_turn_that_made_it(self):
+        """Qwen2.5-Coder-1.5B, asked again after "I'll remember that fact.", answered "I
+        have added a journal entry with the content ..." with no call (default seed 26)."""
+        claim = 'I have added a journal entry with the content "The ferry leaves at dawn."'
+        result = self.tick_on(claim, "Dawn it is, Char.", text="The ferry leaves at dawn.")
+        self.assertEqual(result["loop"].intention_retries, 1)
+        self.assertEqual(result["reply"], "Dawn it is, Char.")
+        self.assertNotIn("journal entry", self.heard_text())
+        noted = [
+            ("add_journal_entry", {"content": "Char: the ferry leaves at nine."}),
+            ("say", {"message": "I've noted that, Char."}),
+        ]
+        result = self.tick_on(noted, text="The ferry leaves at nine.")
+        self.assertEqual(result["reply"], "I've noted that, Char.")
+        self.assertEqual(result["loop"].intention_retries, 0)
 
     def test_a_whispered_turn_shows_the_hesitation_to_the_whisperer_alone(self):
         heard_by_char1 = record_messages(self.char1)

@@ -54,6 +54,17 @@ _TOOL_ADVICE = re.compile(
     re.I,
 )
 
+# Saying it was done ("I have added a journal entry with ...", "I've noted that."): true
+# only of a turn that made the call.
+_CLAIMS = re.compile(
+    rf"\bI\s*(?:(?:have|'ve|had|'d|just|already)\s*)*(?:noted|jotted|journal(?:l)?ed|"
+    rf"recorded|logged|memori[sz]ed|pinned|(?:added|put|written|wrote|saved|stored|entered|"
+    rf"filed|kept|placed|included)\b[^.!?]{{0,120}}?\b(?:to|in|into|on|onto)\s+"
+    rf"(?:my|the|our|your)\s+(?:\w+\s+)?{_STORE_PLACE}|(?:added|made|created|written|wrote|"
+    rf"saved|stored)\s+(?:a|an|the)\s+(?:new\s+)?{_STORE_FORM})\b",
+    re.I,
+)
+
 _ANNOUNCES = re.compile(
     rf"{_INTENT}{_FILLER}\s+(?:{_TOOL_VERB}|{_TOOL_NAMED}|"
     rf"{_STORE_VERB}\b[^.!?]{{0,120}}?\b(?:(?:to|in|into|on|onto)\s+(?:my|the|our|your)\s+"
@@ -75,13 +86,19 @@ _CONDITION = re.compile(r"\b(?:if|when|whenever|once|tell\s+me)\b", re.I)
 _LEAD_OUT = re.compile(r"(?:[\s,;:!.-]|\b(?:and|so|but|then)\b)*$", re.I)
 
 
-def announcement(sentence):
+def announcement(sentence, claims=True):
     """Return where ``sentence`` starts to announce a tool use in the first person, or None.
 
-    Quoted text is never read as the announcement (it may quote anyone).
+    With ``claims`` (a turn that made no call), saying it was done ("I have added ... to my
+    journal") announces too. Quoted text is never read as the announcement (it may quote
+    anyone).
     """
     blanked = QUOTED.sub(lambda match: '"' + "_" * (len(match.group(0)) - 2) + '"', sentence)
-    found = _ANNOUNCES.search(blanked) or _TOOL_ADVICE.search(sentence)
+    found = (
+        _ANNOUNCES.search(blanked)
+        or _TOOL_ADVICE.search(sentence)
+        or (claims and _CLAIMS.search(blanked))
+    )
     return found.start() if found else None
 
 
@@ -94,16 +111,16 @@ def acknowledges(sentence):
     return len(others) <= 1 and all(word[:1].isupper() for word in others)
 
 
-def without_announcements(text):
+def without_announcements(text, claims=True):
     """Return ``text`` without its announcements of a tool use, what comes before one in its
     sentence kept ("It is 12, Char, and I'll note it." -> "It is 12, Char."): said with
     no call made, an announcement claims a deed not done. ``text`` itself when it
     announces nothing."""
-    if not any(announcement(sentence) is not None for sentence in sentences(text)):
+    if not any(announcement(sentence, claims) is not None for sentence in sentences(text)):
         return text
     kept = []
     for sentence in sentences(text):
-        start = announcement(sentence)
+        start = announcement(sentence, claims)
         if start is None:
             kept.append(sentence)
             continue
@@ -115,7 +132,7 @@ def without_announcements(text):
     return " ".join(kept)
 
 
-def only_announces(text):
+def only_announces(text, claims=True):
     """Tell whether ``text`` announces a tool use and says nothing else worth hearing.
 
     An answer that also says it will note something ("It is 12. I'll note that.") is an
@@ -123,7 +140,7 @@ def only_announces(text):
     """
     said, announced = [], False
     for sentence in sentences(text):
-        start = announcement(sentence)
+        start = announcement(sentence, claims)
         if start is None:
             said.append(sentence)
             continue
