@@ -222,6 +222,14 @@ class AssistantScript(DefaultScript):
         logger.log_info(f"AI {self.label}: wakes up ({reason})")
         self.tell_room("wake_emote")
 
+    @property
+    def state(self):
+        """What the assistant is doing: ``awake``, or its sleep phase (``dozing``, then
+        ``dreaming``)."""
+        if self.db.operating_mode != "sleep":
+            return MODES[0]
+        return self.db.sleep_phase or SLEEP_PHASES[0]
+
     def tell_room(self, emote):
         """Show the room the emote template of the attribute ``emote``, unless it is None."""
         template = self.get_config(emote)

@@ -10,6 +10,7 @@ from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config, select_execution_pattern
 from .tools import tools_for
+from .utils.message_format import is_summary
 from .utils.token_counter import count_tools_tokens
 
 
@@ -89,3 +90,24 @@ def describe_frame(usage):
     largest = sorted(usage.frame_parts.items(), key=lambda item: -item[1])[:3]
     parts = ", ".join(f"{name.replace('_', ' ')} {tokens}" for name, tokens in largest)
     return f"{usage.frame_tokens} tokens ({parts})"
+
+
+def context_parts(script, usage):
+    """Return what the next call's context holds, part by part, and the room left.
+
+    Args:
+        script (AssistantScript): Whose context.
+        usage (ContextUsage): Its measure (``measure_context``).
+
+    Returns:
+        list: ``(part, tokens)`` pairs: each part of the frame (prompt components, ``tool
+        schemas``), ``reply priming`` (the rest of the frame), ``summaries`` (the live
+        compaction summaries), ``history`` (the rest of the live history), then ``free``
+        (what is left of ``usage.max_tokens``; 0 when over it).
+    """
+    rows = script.history.live_rows().filter(role="system").only("token_count", "metadata")
+    summaries = sum(row.token_count for row in rows if is_summary({"metadata": row.metadata}))
+    parts = list(usage.frame_parts.items())
+    parts.append(("reply priming", usage.frame_tokens - sum(usage.frame_parts.values())))
+    parts += [("summaries", summaries), ("history", usage.history_tokens - summaries)]
+    return parts + [("free", max(usage.max_tokens - usage.total_tokens, 0))]

@@ -27,6 +27,12 @@ def manual_compaction(script, character):
     return extraction.result, compaction
 
 
+def compaction_running(script):
+    """Return whether a compaction (or its extraction) of ``script`` is running."""
+    running = script.ndb.manual_compaction
+    return script.ndb.compacting or script.ndb.extracting or (running and not running.called)
+
+
 def compaction_report(extraction, compaction):
     """Return one line telling a builder what a manual compaction did."""
     note = extraction.get("reason") or (
@@ -57,6 +63,23 @@ def compaction_report(extraction, compaction):
             "check the synthesis entries (aihistory/journal)."
         )
     return text
+
+
+def undo_report(assistant, done):
+    """Return what an undo did (``undo_last_compaction``'s result ``done``), in one line."""
+    record = done["record"]
+    journal = [
+        f"{plural(count, 'synthesis entry', 'synthesis entries')} {what}"
+        for count, what in ((done["deleted"], "deleted"), (done["archived"], "archived"))
+        if count
+    ]
+    return (
+        f"{assistant.key}: undid the {record.kind} compaction #{record.id} of "
+        f"{when(record.created_at.isoformat())}: {plural(done['restored'], 'message')} "
+        f"{'is' if done['restored'] == 1 else 'are'} live again; the context holds "
+        f"{done['tokens']:,} of {done['max_tokens']:,} tokens "
+        f"({done['usage']:.1%})." + (f" Journal: {', '.join(journal)}." if journal else "")
+    )
 
 
 def pin_report(assistant, wanted, ids, changed, pinning):
@@ -141,7 +164,7 @@ class CmdAiCompact(AssistantCommand):
         if assistant is None:
             return
         script = assistant.assistant_script
-        if action in ("compact", "undo") and self.busy(script):
+        if action in ("compact", "undo") and compaction_running(script):
             self.tell(f"{assistant.key} is already compacting; wait until it is done.")
             return
         {
@@ -162,12 +185,6 @@ class CmdAiCompact(AssistantCommand):
             "unpin": "aicompact/unpin <assistant> = <row id>[, <row id>...]",
             "pinfact": "aicompact/pinfact <assistant> = <fact>",
         }[action]
-
-    @staticmethod
-    def busy(script):
-        """Return whether a compaction (or its extraction) of ``script`` is running."""
-        running = script.ndb.manual_compaction
-        return script.ndb.compacting or script.ndb.extracting or (running and not running.called)
 
     def compact(self, assistant, script):
         """Start a manual compaction; tell the caller its result when it is done."""
@@ -195,19 +212,7 @@ class CmdAiCompact(AssistantCommand):
             hint = " Add /force to undo anyway." if err.forceable else ""
             self.tell(f"{assistant.key}: {err}.{hint}")
             return
-        record = done["record"]
-        journal = [
-            f"{plural(count, 'synthesis entry', 'synthesis entries')} {what}"
-            for count, what in ((done["deleted"], "deleted"), (done["archived"], "archived"))
-            if count
-        ]
-        self.tell(
-            f"{assistant.key}: undid the {record.kind} compaction #{record.id} of "
-            f"{when(record.created_at.isoformat())}: {plural(done['restored'], 'message')} "
-            f"{'is' if done['restored'] == 1 else 'are'} live again; the context holds "
-            f"{done['tokens']:,} of {done['max_tokens']:,} tokens "
-            f"({done['usage']:.1%})." + (f" Journal: {', '.join(journal)}." if journal else "")
-        )
+        self.tell(undo_report(assistant, done))
 
     def pin(self, assistant, script):
         """Pin (or unpin) the messages the right-hand side names by row id."""

@@ -50,10 +50,8 @@ class CmdAiMode(AssistantCommand):
             else:
                 self.tell(f"Unknown mode '{mode}': use awake or sleep.")
                 return
-        if script.db.operating_mode == "sleep":
-            self.tell(f"{assistant.key} is asleep ({script.db.sleep_phase}).")
-        else:
-            self.tell(f"{assistant.key} is awake.")
+        state = script.state
+        self.tell(f"{assistant.key} is {'awake' if state == 'awake' else f'asleep ({state})'}.")
         problem = model_problem(script)
         if problem:
             self.tell(f"It cannot answer: {problem}")

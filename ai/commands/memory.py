@@ -56,6 +56,32 @@ def search_every_memory(character, query, limit):
     return [(by_memory[memory_id], score) for memory_id, _, score in hits if memory_id in by_memory]
 
 
+def memory_counts(assistant):
+    """Count what ``assistant`` keeps: its memories, journal entries and observations.
+
+    Returns:
+        tuple: Three dicts: memory links (``remembered``, ``superseded`` of those, and
+        ``pending``, still being added), journal entries (``total``, ``consolidated``,
+        ``archived``) and entity observations (``total``, ``superseded``, ``entities``).
+    """
+    links = MemoryLink.objects.filter(db_object_id=assistant.id).aggregate(
+        remembered=Count("id", filter=~Q(memory_id="")),
+        superseded=Count("id", filter=~Q(memory_id="") & Q(invalid_at__isnull=False)),
+        pending=Count("id", filter=Q(memory_id="")),
+    )
+    entries = JournalEntry.objects.filter(db_object_id=assistant.id).aggregate(
+        total=Count("id"),
+        consolidated=Count("id", filter=Q(consolidated=True)),
+        archived=Count("id", filter=Q(archived=True)),
+    )
+    observations = EntityObservation.objects.filter(db_object_id=assistant.id).aggregate(
+        total=Count("id"),
+        superseded=Count("id", filter=Q(invalid_at__isnull=False)),
+        entities=Count("entity", distinct=True),
+    )
+    return links, entries, observations
+
+
 def last_sleep(record, asleep):
     """Return the heading of what the last sleep did: when it began, its dreaming ticks."""
     if not record:
@@ -161,21 +187,7 @@ class CmdAiMemory(AssistantCommand):
     def overview(self, assistant):
         """Return the counts of memories, journal entries and profiles, and the last sleep."""
         script = assistant.assistant_script
-        links = MemoryLink.objects.filter(db_object_id=assistant.id).aggregate(
-            remembered=Count("id", filter=~Q(memory_id="")),
-            superseded=Count("id", filter=~Q(memory_id="") & Q(invalid_at__isnull=False)),
-            pending=Count("id", filter=Q(memory_id="")),
-        )
-        entries = JournalEntry.objects.filter(db_object_id=assistant.id).aggregate(
-            total=Count("id"),
-            consolidated=Count("id", filter=Q(consolidated=True)),
-            archived=Count("id", filter=Q(archived=True)),
-        )
-        observations = EntityObservation.objects.filter(db_object_id=assistant.id).aggregate(
-            total=Count("id"),
-            superseded=Count("id", filter=Q(invalid_at__isnull=False)),
-            entities=Count("entity", distinct=True),
-        )
+        links, entries, observations = memory_counts(assistant)
         memories = (
             f"Memories: {links['remembered']} ({links['remembered'] - links['superseded']} "
             f"current, {links['superseded']} superseded)"
