@@ -46,6 +46,7 @@ from .task_assessment import assess_task
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
+from .usage_history import record_tick
 from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
@@ -254,6 +255,10 @@ class AssistantScript(DefaultScript):
 
     def _end_tick(self, result):
         self.ndb.tick_running = False
+        try:
+            record_tick(self, result, self.effective_config())
+        except Exception:  # a row of the usage chart is never worth a failed tick
+            logger.log_trace(f"AI {self.label}: the tick's usage was not recorded")
         self.ndb.tick_config = None
         self.ndb.last_tick = result
         return result
