@@ -46,7 +46,7 @@ from .task_assessment import assess_task
 from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
-from .usage_history import record_tick
+from .usage_history import flush_usage, record_tick
 from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
@@ -120,6 +120,14 @@ class AssistantScript(DefaultScript):
                 )
             )
         freeze_when_loaded(*loading)
+
+    def at_server_reload(self):
+        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        flush_usage(self)
+
+    def at_server_shutdown(self):
+        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        flush_usage(self)
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.

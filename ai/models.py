@@ -100,7 +100,7 @@ class TickUsage(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     tokens = models.PositiveIntegerField(
-        help_text="Tokens of the next call: live history plus the frame as last measured."
+        help_text="Tokens of the next call, as the tick last measured them."
     )
     max_tokens = models.PositiveIntegerField(help_text="The context limit at the time.")
     status = models.CharField(max_length=32, help_text="The tick's status: replied, idle...")

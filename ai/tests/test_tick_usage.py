@@ -17,7 +17,7 @@ from ai.usage_chart import (
     assistant_usage_chart,
     render_usage_chart,
 )
-from ai.usage_history import prune_interval
+from ai.usage_history import FLUSH_TICKS, PRUNE_SHARE, prune_interval, usage_rows
 from ai.utils.value_checks import ConfigError
 
 from .support import AssistantTestCase, make_assistant, wait_for
@@ -27,76 +27,105 @@ SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = '"><script>alert(1)</script>&amp; ]]>'
 
 
-def rows_of(script):
+def written(script):
     return list(TickUsage.objects.filter(db_script_id=script.id))
 
 
+def statuses(rows):
+    return [row[3] for row in rows]
+
+
 class TestRecording(AssistantTestCase):
-    def test_a_tick_writes_one_row_with_the_context_tokens_and_its_status(self):
+    def test_a_tick_keeps_one_row_with_the_context_tokens_and_its_status(self):
+        result = self.tick()
+        ((_, tokens, max_tokens, status, asleep),) = usage_rows(self.script)
+        self.assertEqual((status, asleep), (result["status"], False))
+        self.assertEqual(status, "idle")
+        now = self.script.context_usage()  # measured afresh, after the tick
+        self.assertEqual((tokens, max_tokens), (now.total_tokens, now.max_tokens))
+
+    def test_a_turn_keeps_the_usage_it_measured_before_its_reply(self):
         self.hear("Hello, Helper.")
         result = self.tick()
-        (row,) = rows_of(self.script)
-        self.assertEqual(row.status, result["status"])
-        self.assertEqual(row.status, "replied")
-        self.assertFalse(row.asleep)
-        now = self.script.context_usage()  # measured afresh, after the tick
-        self.assertEqual(row.tokens, now.total_tokens)
-        self.assertEqual(row.max_tokens, now.max_tokens)
+        self.assertEqual(result["status"], "replied")
+        tokens, status = usage_rows(self.script)[-1][1:4:2]
+        self.assertEqual(status, "replied")
+        history = self.script.conversation_history
+        (heard,) = [index for index, message in enumerate(history) if message["role"] == "user"]
+        reply_tokens = sum(message["token_count"] for message in history[heard + 1 :])
+        self.assertEqual(tokens, self.script.context_usage().total_tokens - reply_tokens)
+
+    def test_rows_are_written_a_batch_at_a_time_and_the_rest_at_a_reload(self):
+        results = [self.tick() for _ in range(FLUSH_TICKS + 2)]
+        self.assertEqual(len(written(self.script)), FLUSH_TICKS)
+        self.script.at_server_reload()  # as Evennia calls it before a reload
+        rows = written(self.script)
+        self.assertEqual([row.status for row in rows], [result["status"] for result in results])
+        self.assertEqual(
+            usage_rows(self.script),
+            [(row.created_at, row.tokens, row.max_tokens, row.status, row.asleep) for row in rows],
+        )
 
     def test_an_idle_tick_and_a_sleeping_one_are_recorded_too(self):
         self.script.set_config("sleep_after_idle_ticks", 1)
-        statuses = [self.tick()["status"] for _ in range(2)]
-        rows = rows_of(self.script)
-        self.assertEqual([row.status for row in rows], statuses)
-        self.assertEqual(statuses, ["idle", "slept"])
-        self.assertEqual([row.asleep for row in rows], [True, True], "asleep after each")
+        ticked = [self.tick()["status"] for _ in range(2)]
+        rows = usage_rows(self.script)
+        self.assertEqual(statuses(rows), ticked)
+        self.assertEqual(ticked, ["idle", "slept"])
+        self.assertEqual([row[4] for row in rows], [True, True], "asleep after each")
 
-    def test_recording_renders_nothing_it_costs_one_read_and_one_insert(self):
-        self.tick()  # the first tick loads what later ticks reuse, and prunes
+    def test_a_tick_recorded_costs_no_query(self):
+        self.tick()  # the first tick loads what later ticks reuse
         self.script.set_config("usage_history_rows", 0)
         self.tick()
         with CaptureQueriesContext(connection) as without:
             self.tick()
         self.script.set_config("usage_history_rows", 2000)
-        self.tick()  # the first recorded tick after recording was off prunes
+        self.tick()
         with CaptureQueriesContext(connection) as recorded:
-            self.tick()
-        added = [query["sql"] for query in recorded.captured_queries[len(without) :]]
-        self.assertEqual(len(recorded), len(without) + 2, added)
-        self.assertIn('INSERT INTO "ai_tickusage"', added[-1])
+            self.tick()  # not the last of a batch: nothing written yet
+        self.assertEqual(len(recorded), len(without))
+        self.assertEqual(len(usage_rows(self.script)), 2, "the first went when it was 0")
 
-    def test_zero_records_nothing(self):
+    def test_zero_records_nothing_and_drops_what_waits(self):
+        self.tick()
         self.script.set_config("usage_history_rows", 0)
         self.hear("Hello, Helper.")
-        self.tick()
-        self.tick()
-        self.assertEqual(rows_of(self.script), [])
+        for _ in range(FLUSH_TICKS):
+            self.tick()
+        self.script.at_server_reload()
+        self.assertEqual(usage_rows(self.script), [])
 
     def test_the_table_keeps_the_newest_rows_of_each_assistant(self):
         other = make_assistant("Other", self.room1).assistant_script
-        wait_for_ticks(other, 3)
+        for _ in range(3):
+            wait_for(other.at_repeat())
+        other.at_server_shutdown()
         self.script.set_config("usage_history_rows", 3)
-        statuses = []
-        for index in range(8):
+        ticked = []
+        for index in range(2 * FLUSH_TICKS):
             if index % 2:
                 self.hear(f"Line {index}.")
-            statuses.append(self.tick()["status"])
-            self.assertLessEqual(len(rows_of(self.script)), 3)
-        self.assertEqual([row.status for row in rows_of(self.script)], statuses[-3:])
-        self.assertEqual(len(rows_of(other)), 3, "another assistant's rows are its own")
+            ticked.append(self.tick()["status"])
+        self.assertEqual([row.status for row in written(self.script)], ticked[-3:])
+        self.assertEqual(statuses(usage_rows(self.script)), ticked[-3:])
+        self.assertEqual(len(written(other)), 3, "another assistant's rows are its own")
 
     def test_the_bound_holds_between_prunes(self):
-        kept = 20
+        kept = PRUNE_SHARE * 2 * FLUSH_TICKS  # a prune every other batch
         self.script.set_config("usage_history_rows", kept)
         self.script.set_config("sleep_after_idle_ticks", 0)
-        bound = kept + prune_interval(kept) - 1
-        counts = []
-        for _ in range(kept * 2):
+        self.script.set_config("compact_enabled", False)  # the cheapest ticks
+        every = prune_interval(kept)
+        self.assertEqual(every, 2 * FLUSH_TICKS)
+        table, held = [], []
+        for _ in range(kept + 2 * every + FLUSH_TICKS):  # the last batch prunes
             self.tick()
-            counts.append(len(rows_of(self.script)))
-        self.assertLessEqual(max(counts), bound)
-        self.assertEqual(max(counts), bound, "the table fills up to its bound")
-        self.assertGreaterEqual(counts[-1], kept)
+            table.append(TickUsage.objects.filter(db_script_id=self.script.id).count())
+            held.append(table[-1] + len(self.script.ndb.usage_buffer))
+        self.assertEqual(max(table), kept + every - FLUSH_TICKS, "it fills up to its bound")
+        self.assertLessEqual(max(held), kept + every + FLUSH_TICKS)
+        self.assertEqual(table[-1], kept)
 
     def test_a_bad_value_is_refused_naming_the_key(self):
         for value, message in (
@@ -112,13 +141,7 @@ class TestRecording(AssistantTestCase):
     def test_a_bad_stored_value_falls_back_to_the_default_and_ticks_are_recorded(self):
         self.script.attributes.add("usage_history_rows", "lots")
         self.tick()
-        self.assertEqual(len(rows_of(self.script)), 1)
-
-
-def wait_for_ticks(script, count):
-    """Run ``count`` ticks of another assistant's script."""
-    for _ in range(count):
-        wait_for(script.at_repeat())
+        self.assertEqual(len(usage_rows(self.script)), 1)
 
 
 def parsed(svg):
@@ -225,10 +248,10 @@ class TestAssistantChart(AssistantTestCase):
         result = self.tick()
         self.assertEqual(result["emergency"]["context_compaction"]["kind"], "emergency")
         self.tick()
-        rows = rows_of(self.script)
+        rows = usage_rows(self.script)
         root = parsed(assistant_usage_chart(self.script))
         self.assertEqual(len(polyline_points(root)), len(rows))
         (title,) = compaction_titles(root)
         self.assertTrue(title.startswith("emergency compaction (summary) at "), title)
-        self.assertLess(rows[1].tokens / rows[1].max_tokens, 0.8, "recorded after compacting")
+        self.assertLess(rows[1][1] / rows[1][2], 0.8, "recorded after compacting")
         self.assertEqual(len(polyline_points(parsed(assistant_usage_chart(self.script, 2)))), 2)
