@@ -47,6 +47,7 @@ from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
 from .tool_offering import load_tool_offerings
 from .tools.communication import tell_room
+from .usage_history import flush_usage, record_tick
 from .utils.columns import fitted
 from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
@@ -120,6 +121,14 @@ class AssistantScript(DefaultScript):
                 )
             )
         freeze_when_loaded(*loading)
+
+    def at_server_reload(self):
+        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        flush_usage(self)
+
+    def at_server_shutdown(self):
+        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        flush_usage(self)
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.
@@ -263,6 +272,10 @@ class AssistantScript(DefaultScript):
 
     def _end_tick(self, result):
         self.ndb.tick_running = False
+        try:
+            record_tick(self, result, self.effective_config())
+        except Exception:  # a row of the usage chart is never worth a failed tick
+            logger.log_trace(f"AI {self.label}: the tick's usage was not recorded")
         self.ndb.tick_config = None
         self.ndb.last_tick = result
         return result

@@ -369,6 +369,12 @@ SCRIPT_CONFIG = {
         "Tell the provider which prefix of the prompt to cache: Anthropic's cache_control, "
         "OpenAI's prompt_cache_key (see docs/context.md)",
     ),
+    "usage_history_rows": Option(
+        2000,
+        int_range(0, 1_000_000),
+        "Ticks whose context usage is kept for the usage chart (one row a tick, the oldest "
+        "pruned; 0: none recorded)",
+    ),
 }
 
 

@@ -72,17 +72,22 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
 
 
 def measure_context(script, character):
-    """Measure the next awake call: its frame rendered now, plus history's stored total."""
+    """Measure the next awake call: its frame rendered now, plus history's stored total.
+
+    The measure is also kept as ``script.ndb.context_usage``, the latest one, so that what
+    records usage after a tick (``ai.usage_history``) need not render the frame again.
+    """
     frame_tokens, parts = measure_frame(script, character)
     history_tokens, message_count = script.history.totals()
     # The frame already counts the reply priming once; history adds only its messages.
-    return ContextUsage(
+    usage = script.ndb.context_usage = ContextUsage(
         total_tokens=frame_tokens + history_tokens,
         history_tokens=history_tokens,
         max_tokens=context_window(script),
         message_count=message_count,
         frame_parts=parts,
     )
+    return usage
 
 
 def describe_frame(usage):

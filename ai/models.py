@@ -88,6 +88,34 @@ class CompactionRecord(models.Model):
         return f"{self.kind} {self.strategy} compaction at {self.created_at:%Y-%m-%d %H:%M}"
 
 
+class TickUsage(models.Model):
+    """How full one script's context was after one tick, and what the tick did.
+
+    One row a tick (see ``ai.usage_history``), the newest ``usage_history_rows`` kept per
+    script: the history of usage that the usage chart draws (``ai.usage_chart``).
+    """
+
+    db_script = models.ForeignKey(
+        "scripts.ScriptDB", on_delete=models.CASCADE, related_name="ai_tick_usage"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    tokens = models.PositiveIntegerField(
+        help_text="Tokens of the next call, as the tick last measured them."
+    )
+    max_tokens = models.PositiveIntegerField(help_text="The context limit at the time.")
+    status = models.CharField(max_length=32, help_text="The tick's status: replied, idle...")
+    asleep = models.BooleanField(default=False, help_text="Asleep once the tick was over.")
+
+    class Meta:
+        ordering = ("id",)
+        # Rows are written in time order, so id order is time order: the chart reads, and
+        # the prune counts back, the newest rows of one script along this index.
+        indexes = [models.Index(fields=("db_script", "id"), name="ai_tick_usage_idx")]
+
+    def __str__(self):
+        return f"{self.status}: {self.tokens}/{self.max_tokens} at {self.created_at:%H:%M:%S}"
+
+
 class HistoryCounter(models.Model):
     """Running totals of one script's live history, kept in step with every write."""
 

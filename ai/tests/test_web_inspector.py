@@ -1,6 +1,8 @@
 """The assistant inspector in the game's website (``ai.web``) and the Django admin of the
 contrib's tables, through Django's test client on the test database."""
 
+import re
+
 from django.conf import settings
 from django.shortcuts import resolve_url
 from django.test import Client, override_settings
@@ -194,7 +196,7 @@ class TestPages(InspectorTestCase):
         self.assertRegex(text, r"Superseded [\d: -]+ by link \d+: The gate opens at noon\.")
         self.assertIn("Char carries a lantern.", text)
         self.assertIn("Learn the names of the regulars", text)
-        self.assertIn("No usage recorded yet.", text)
+        self.assertIn("No usage recorded yet</text></svg>", text)
 
     def test_a_compaction_shows_its_summary_its_originals_and_an_undo_button(self):
         record = self.compact()
@@ -210,6 +212,27 @@ class TestPages(InspectorTestCase):
         self.assertIn(f"<pre>{FACTS[1]}</pre>".replace('"', "&quot;"), text)
         self.assertIn(f'name="record" value="{record.id}"', text)
         self.assertIn('name="csrfmiddlewaretoken"', text)
+
+
+class TestUsageOverTime(InspectorTestCase):
+    def test_the_page_charts_each_ticks_usage_and_marks_the_compactions(self):
+        before = self.text(self.builder.get(self.page))
+        self.assertIn("No usage recorded yet", before)
+        for _ in range(3):
+            self.tick()
+        self.compact()
+        self.tick()
+        text = self.text(self.builder.get(self.page))
+        self.assertIn('class="ai-usage-chart"', text)
+        (points,) = re.findall(r'<polyline class="tokens" points="([^"]+)"', text)
+        self.assertEqual(len(points.split()), 4)
+        chart = re.search(r"<svg.*?</svg>", text).group(0)
+        self.assertIn("manual", " ".join(re.findall(r"<title>([^<]*)</title>", chart)))
+        data = self.builder.get(reverse("ai:assistant-json", args=[self.assistant.id])).json()
+        statuses = [row["status"] for row in data["usage_over_time"]]
+        self.assertEqual(statuses[0], "decomposed", "the fixture's goal is broken down first")
+        self.assertEqual(len(statuses), 4)
+        self.assertTrue(all(row["tokens"] > 0 for row in data["usage_over_time"]))
 
 
 class TestJson(InspectorTestCase):

@@ -20,24 +20,43 @@ def insert_row(model, values):
     Returns:
         int: The new row's primary key.
     """
+    fields, sql = _insert_statement(model)
+    params = _prepared(fields, values)
+    returning = connection.features.can_return_columns_from_insert
+    pk = connection.ops.quote_name(model._meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {pk}" if returning else sql, params)
+        return cursor.fetchone()[0] if returning else cursor.lastrowid
+
+
+def insert_rows(model, rows):
+    """Insert rows of ``model`` with one statement executed for each (``insert_row``'s
+    values, each a dict); their primary keys are not returned."""
+    fields, sql = _insert_statement(model)
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [_prepared(fields, values) for values in rows])
+
+
+def _insert_statement(model):
+    """Return the fields of a ``model`` row but its primary key, and their INSERT."""
     meta = model._meta
     fields = [field for field in meta.concrete_fields if field is not meta.pk]
-    params = [
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    return fields, sql
+
+
+def _prepared(fields, values):
+    return [
         field.get_db_prep_save(
             values[field.attname] if field.attname in values else field.get_default(),
             connection,
         )
         for field in fields
     ]
-    quote = connection.ops.quote_name
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))})"
-    )
-    returning = connection.features.can_return_columns_from_insert
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {quote(meta.pk.column)}" if returning else sql, params)
-        return cursor.fetchone()[0] if returning else cursor.lastrowid
 
 
 def select_rows(model, names, where, params, tail=""):

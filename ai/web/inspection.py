@@ -14,13 +14,22 @@ from ..helpers.entity_context import entity_profiles
 from ..helpers.goals import goal_tree
 from ..helpers.journal import INSIGHT_SOURCE, as_entry
 from ..history import row_to_message
-from ..models import GOAL_STATUSES, CompactionRecord, ConversationMessage, JournalEntry, MemoryLink
+from ..models import (
+    GOAL_STATUSES,
+    CompactionRecord,
+    ConversationMessage,
+    JournalEntry,
+    MemoryLink,
+)
 from ..sleep.undo import last_compaction
+from ..usage_history import usage_rows
 from ..utils.message_format import is_summary, summary_text, tool_call_text
 from ..utils.wording import percent, percent_against
 
 # The newest items of a long list shown (journal entries, memories, compactions).
 LISTED = 200
+# The newest ticks whose usage the page charts and the JSON lists.
+CHARTED = 500
 # The compaction thresholds the context is shown against: name, configuration attribute.
 THRESHOLDS = (("sleep", "compact_sleep_threshold"), ("emergency", "compact_emergency_threshold"))
 
@@ -256,6 +265,14 @@ def goals(assistant, audiences):
     ]
 
 
+def usage_over_time(script):
+    """Return the newest ``CHARTED`` ticks' usage (``ai.usage_history``), oldest first."""
+    return [
+        {"at": stamp(at), "tokens": tokens, "max_tokens": limit, "status": status, "asleep": asleep}
+        for at, tokens, limit, status, asleep in usage_rows(script, CHARTED)
+    ]
+
+
 def inspect_assistant(assistant):
     """Return everything the assistant's page shows (and its JSON endpoint sends)."""
     script = assistant.assistant_script
@@ -264,8 +281,7 @@ def inspect_assistant(assistant):
     return {
         **assistant_row(assistant),
         "compactions": compactions(script, audiences),
-        # Per-tick usage is recorded by another part of issue 22; empty until then.
-        "usage_over_time": [],
+        "usage_over_time": usage_over_time(script),
         "pins": [message_item(m, audiences) for m in script.history.pinned_messages()],
         "pins_held": pins_held(script),
         "journal": entries,

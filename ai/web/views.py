@@ -10,6 +10,7 @@ from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views import View
 from django.views.generic import TemplateView
 from twisted.internet import reactor
@@ -19,7 +20,8 @@ from twisted.python.threadable import isInIOThread
 from ..assistant_character import AssistantCharacter
 from ..commands.compaction import compaction_running, undo_report
 from ..sleep.undo import UndoRefused, last_compaction, undo_last_compaction
-from .inspection import LISTED, assistant_row, inspect_assistant
+from ..usage_chart import assistant_usage_chart
+from .inspection import CHARTED, LISTED, assistant_row, inspect_assistant
 
 
 def is_builder(user):
@@ -67,6 +69,8 @@ class AssistantDetailView(BuilderOnly, TemplateView):
             page_title=f"AI assistant {assistant.key}",
             assistant=inspect_assistant(assistant),
             listed=LISTED,
+            # Drawn by ai.usage_chart, which escapes every text it writes.
+            usage_chart=mark_safe(assistant_usage_chart(assistant.assistant_script, CHARTED)),
             **kwargs,
         )
 
