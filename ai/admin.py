@@ -17,6 +17,7 @@ from .models import (
     JournalEntry,
     JournalWord,
     MemoryLink,
+    TickUsage,
     TokenCalibration,
     ToolOffering,
     WorkingMemory,
@@ -74,6 +75,12 @@ class ConversationMessageAdmin(ReadOnlyAdmin):
 class CompactionRecordAdmin(ReadOnlyAdmin):
     list_display = ("id", "db_script", "kind", "strategy", "created_at", "undone_at")
     list_filter = (BY_SCRIPT, "kind", "strategy")
+
+
+@admin.register(TickUsage)
+class TickUsageAdmin(ReadOnlyAdmin):
+    list_display = ("id", "db_script", "created_at", "tokens", "max_tokens", "status", "asleep")
+    list_filter = (BY_SCRIPT, "status", "asleep")
 
 
 @admin.register(HistoryCounter)

@@ -20,11 +20,13 @@ from ai.models import (
     JournalEntry,
     JournalWord,
     MemoryLink,
+    TickUsage,
     TokenCalibration,
     ToolOffering,
     WorkingMemory,
 )
 from ai.sleep.compaction import compact_conversation_history
+from ai.usage_history import flush_usage
 
 from .support import AssistantTestCase, ScriptedLLM, wait_for
 from .test_compaction_commands import FACTS
@@ -366,6 +368,15 @@ class TestAdmin(InspectorTestCase):
                 self.assertEqual(response.status_code, 200)
                 self.assertEqual(response.context["cl"].result_count, model.objects.count())
                 self.assertGreater(model.objects.count(), 0)
+
+    def test_the_usage_rows_are_listed_read_only(self):
+        self.tick()
+        flush_usage(self.script)
+        (row,) = TickUsage.objects.all()
+        response = self.builder.get(self.admin_url(TickUsage, "changelist"))
+        self.assertEqual(response.context["cl"].result_count, 1)
+        change = self.builder.post(self.admin_url(TickUsage, "change", row.id), {"tokens": 1})
+        self.assertEqual(change.status_code, 403)
 
     def test_the_audience_filter_keeps_the_whispered(self):
         response = self.builder.get(
