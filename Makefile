@@ -87,6 +87,7 @@ eval-aggregate:
 bench: $(STAMP)
 	$(BIN)/python bench/tick_overhead.py
 	$(BIN)/python bench/tick_cost.py
+	$(BIN)/python bench/tick_usage.py
 	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/strategies.py

@@ -82,9 +82,9 @@ def flush_usage(script, rows=None):
             default.
     """
     waiting = script.ndb.usage_buffer
-    if not waiting:
-        return
     rows = rows or script.get_config("usage_history_rows")
+    if not (waiting and rows):  # nothing waits, or recording was turned off meanwhile
+        return
     # Emptied first: a chart read meanwhile misses these rows for a moment, never doubles.
     script.ndb.usage_buffer = []
     since = script.ndb.ticks_since_usage_prune  # None: no prune since the server started

@@ -90,6 +90,8 @@ class TestRecording(AssistantTestCase):
     def test_zero_records_nothing_and_drops_what_waits(self):
         self.tick()
         self.script.set_config("usage_history_rows", 0)
+        self.script.at_server_reload()  # turned off before the next tick: nothing written
+        self.assertEqual(written(self.script), [])
         self.hear("Hello, Helper.")
         for _ in range(FLUSH_TICKS):
             self.tick()
