@@ -575,9 +575,14 @@ def _announces_only(answer, result):
     """Tell whether ``answer`` only announces a tool use: no call but ``say`` made, and
     nothing said but the announcement (see ``ai.utils.intentions``), or the claim of one
     when no call but ``say`` ran this turn (``result``)."""
-    if any(call["function"]["name"] != "say" for call in answer.tool_calls):
+    if _acts(answer):
         return False
     return only_announces(_heard(answer), _claims_untrue(result))
+
+
+def _acts(answer):
+    """Tell whether ``answer`` calls a tool other than ``say``: what it announces, it does."""
+    return any(call["function"]["name"] != "say" for call in answer.tool_calls)
 
 
 def _claims_untrue(result):
@@ -591,7 +596,7 @@ def _unannounced(answer, result):
     text and its ``say`` messages (``utils.intentions.without_announcements``; claims of one
     too when ``result`` ran none): "The ferry leaves at dawn. I'll note that down." is said
     as "The ferry leaves at dawn."."""
-    if any(call["function"]["name"] != "say" for call in answer.tool_calls):
+    if _acts(answer):
         return answer
     claims = _claims_untrue(result)
     calls = []

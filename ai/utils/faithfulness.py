@@ -154,14 +154,20 @@ def read_transcript(messages, assistant_name, participants=(), calls_from=None):
     return transcript
 
 
+def _opening_speaker(line):
+    """Return the name a summary line opens with as its speaker ("<name> said ...", "-
+    <name>: ..."), as written, or None."""
+    opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
+    return opening and (opening.group("who") or opening.group("named"))
+
+
 def _credited_in(text):
     """Return ``{name lower case: name}`` of the speakers an earlier summary's lines open
-    with ("<name> said ...", "- <name>: ..."): a player who spoke only before it is a
-    participant still, whose words its lines hold."""
+    with: a player who spoke only before it is a participant still, whose words its lines
+    hold."""
     found = {}
     for line in text.splitlines():
-        opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
-        name = opening and (opening.group("who") or opening.group("named"))
+        name = _opening_speaker(line)
         if name and name[0].isupper() and name.lower() not in _STARTERS:
             found[name.lower()] = name
     return found
@@ -171,13 +177,11 @@ def _speakers_of(line, transcript):
     """Return who an earlier summary's line credits, lower case: the participant it opens
     with as the speaker ("<name> said ...", "<name>: ..."), else :func:`_names_in`.
     ("Char said "I promised Char2 ..."" holds Char's words, not Char2's.)"""
-    opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
-    if opening:
-        who = (opening.group("who") or opening.group("named")).lower()
-        if who in ("you", "i", transcript.assistant):
-            return ["you"]
-        if who in transcript.names:
-            return [who]
+    who = (_opening_speaker(line) or "").lower()
+    if who in ("you", "i", transcript.assistant):
+        return ["you"]
+    if who in transcript.names:
+        return [who]
     return _names_in(line, transcript)
 
 

@@ -116,20 +116,17 @@ def without_announcements(text, claims=True):
     sentence kept ("It is 12, Char, and I'll note it." -> "It is 12, Char."): said with
     no call made, an announcement claims a deed not done. ``text`` itself when it
     announces nothing."""
-    if not any(announcement(sentence, claims) is not None for sentence in sentences(text)):
-        return text
-    kept = []
+    kept, cut = [], False
     for sentence in sentences(text):
         start = announcement(sentence, claims)
-        if start is None:
-            kept.append(sentence)
-            continue
-        before = _LEAD_OUT.sub("", sentence[:start])
-        if _CONDITION.search(before):
+        before = "" if start is None else _LEAD_OUT.sub("", sentence[:start])
+        if start is None or _CONDITION.search(before):
             kept.append(sentence)  # a promise for later, no claim: "Tell me and I'll note it."
-        elif before:
+            continue
+        cut = True
+        if before:
             kept.append(before if before[-1] in ".!?" else f"{before}.")
-    return " ".join(kept)
+    return " ".join(kept) if cut else text
 
 
 def only_announces(text, claims=True):
