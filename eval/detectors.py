@@ -27,7 +27,9 @@ COMMON_STARTS = set(
     yet you your you're you've thank thanks sure okay conversation context assistant asked told said says mentioned
     promised reminder remember request requests open pending done tasks task private public
     whispered greeting greetings small talk unknown can could would should may might must do
-    does did have has had is are was were be been""".split()
+    does did have has had is are was were be been certainly absolutely indeed actually
+    apparently unfortunately fortunately alright understood noted got great good well oh ah
+    hello hi hey welcome""".split()
 )
 # Times and dates a contrib may stamp on its own lines (not facts).
 STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}\b")

@@ -23,7 +23,7 @@ from ..audience import may_hear
 from ..importance_scoring import heuristic_importance
 from ..models import JournalEntry, JournalWord
 from ..utils.facts import plain_words
-from ..utils.faithfulness import check_summary, read_transcript
+from ..utils.faithfulness import check_summary, credits_speaker, read_transcript
 from ..utils.grounding import survives, transcript_words, unfounded
 from ..utils.markers import SYNTHESIS_MARKER
 from ..utils.message_format import one_line, read_event, summary_items
@@ -45,8 +45,6 @@ _IDS_ASKED = 10
 RECENT_CITING = 1000
 # A player's own words about themselves: "I", "I'm", "my", "me".
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Mm]yself)\b")
-# Words already credited to someone: "<Name> says, ...", "<Name> whispers to you, ...".
-_ATTRIBUTED = re.compile(r"\b[A-Z][\w'-]* (?:says|said|whispers|whispered|asks|asked)\b")
 # The source of an insight, which a reflection writes and which cites entries.
 INSIGHT_SOURCE = "reflection"
 # Entries no reflection covers: insights themselves, and a compaction's whole summary.
@@ -375,7 +373,7 @@ def credited(content, messages):
     "I" would be the assistant's. Unchanged when it names no one by "I", "my" or "me", when
     it already says who spoke ("<name> says, ..."), or when the messages it cites are not
     one player's."""
-    if not _FIRST_PERSON.search(content or "") or _ATTRIBUTED.search(content):
+    if not _FIRST_PERSON.search(content or "") or credits_speaker(content):
         return content
     cited = set(cited_messages(content, messages))
     speakers = {

@@ -173,6 +173,12 @@ class DetectorTest(TestCase):
             [f.what for f in detectors.invented(["Ada met Hiding."], self.conversation)], ["Hiding"]
         )
 
+    def test_an_adverb_or_interjection_opening_a_reply_is_no_name(self):
+        texts = ["Certainly! Ada said the vault password is thistle. Indeed, Bram agreed."]
+        self.assertEqual(detectors.invented(texts, self.conversation), [])
+        found = detectors.invented(["Ada met Certainly there."], self.conversation)
+        self.assertEqual([f.what for f in found], ["Certainly"])
+
     def test_an_attribution_opening_a_line_is_no_name(self):
         texts = ["According to Ada, the vault password is thistle."]
         self.assertEqual(detectors.invented(texts, self.conversation), [])

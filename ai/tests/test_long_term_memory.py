@@ -450,6 +450,27 @@ class TestMemoryTools(MemoryTestCase):
         told = self.run_tool("store_memory", '{"content": "The tailor charges 9 copper."}')
         self.assertTrue(told.ok, told.content)
 
+    def test_a_memory_crediting_the_wrong_player_is_stored_with_the_one_who_said_it(self):
+        said = self.script.history.append(
+            {"role": "user", "content": 'Edda says, "I will bring you turnips tomorrow."'}
+        )
+        chat = self.script.history.append(
+            {"role": "user", "content": 'Wynn says, "Lovely weather for the market."'}
+        )
+        for text, message in [
+            ("Edda said: I will bring you turnips tomorrow.", said),
+            ("Wynn said the weather is lovely for the market.", chat),
+        ]:
+            add_entry(self.assistant, text, "conversation", source_message_ids=[message["id"]])
+        stored = self.run_tool(
+            "store_memory", '{"content": "Wynn promised to bring me turnips tomorrow."}'
+        )
+        self.assertTrue(stored.ok, stored.content)
+        memory = JournalEntry.objects.get(source_type="memory").content
+        self.assertIn("Edda", memory)
+        self.assertNotIn("Wynn", memory)
+        self.assertIn("turnips", stored_memories(self.assistant)[0])
+
     def test_store_then_recall_and_a_change_reported(self):
         self.journal("Char said the ferry leaves at noon.")
         stored = self.run_tool("store_memory", '{"content": "The ferry leaves at noon."}')

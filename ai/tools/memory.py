@@ -6,11 +6,19 @@ they read is only what the turn's audience may hear; what they store is kept for
 
 from twisted.internet import defer
 
-from ..helpers.journal import MAX_ENTRY_CHARS, add_entry, find_same, recent_entries
+from ..helpers.journal import (
+    MAX_ENTRY_CHARS,
+    add_entry,
+    credited,
+    find_same,
+    recent_entries,
+)
 from ..helpers.memory_links import describe_memory
-from ..models import JournalEntry
+from ..history import row_to_message
+from ..models import ConversationMessage, JournalEntry
 from ..semantic_memory import recall, remember
 from ..utils.facts import plain_words
+from ..utils.faithfulness import check_summary, read_transcript
 from ..utils.grounding import unfounded
 from ..utils.wording import plural
 from .base import IMPORTANCE_PARAMETER, LIMIT_PARAMETER, Tool, ToolResult
@@ -43,12 +51,14 @@ def store_memory(ctx, content, importance=5):
     same = find_same(ctx.character, content, ctx.audience)
     if same:
         return ToolResult(ok=True, content=f"Already remembered as {same['id']}.")
+    entries = recent_entries(ctx.character, ctx.audience, GROUNDING_ENTRIES)
     journaled = set()
-    for known in recent_entries(ctx.character, ctx.audience, GROUNDING_ENTRIES):
+    for known in entries:
         journaled.update(plain_words(known["content"]))
     why = unfounded(content, journaled, "your journal")
     if why:
         return ToolResult(ok=False, content=f"Not stored: {why}.")
+    content = credited_as_told(ctx, content, entries)
     try:
         entry = add_entry(
             ctx.character,
@@ -67,6 +77,22 @@ def store_memory(ctx, content, importance=5):
     return ToolResult(
         ok=True, content=f"Stored {entry['id']}: {content[:80]}{note}", data={"entry": entry}
     )
+
+
+def credited_as_told(ctx, content, entries):
+    """Return ``content`` with words it credits to someone who did not say them credited to
+    the player who did, in the messages ``entries`` (journal entries) came from
+    (Qwen2.5-Coder-1.5B stored "Wynn promised to bring me turnips" from Edda's promise), and
+    first-person words credited to the one player they repeat (:func:`credited`). Unchanged
+    when those messages are gone; a check that would leave nothing changes nothing."""
+    ids = {message_id for entry in entries for message_id in entry["source_message_ids"]}
+    rows = ConversationMessage.objects.filter(db_script_id=ctx.script.id, id__in=ids)
+    messages = [row_to_message(row) for row in rows]
+    if not messages:
+        return content
+    transcript = read_transcript(messages, ctx.character.key)
+    fact, _ = check_summary(content, transcript)
+    return credited(fact or content, messages)
 
 
 register_tool(

@@ -28,7 +28,7 @@ _QUOTED_EXAMPLE = re.compile(r"\"([^\"]{12,})\"")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(<A-Z-])")
 _SPEECH_VERBS = (
     "said|says|say|asked|asks|told|tells|mentioned|mentions|greeted|greets|remarked|explained|"
-    "replied|answered|whispered|claimed|stated|promised|agreed|warned|reported|shared|"
+    "replied|answered|whispered|whispers|claimed|stated|promised|agreed|warned|reported|shared|"
     "suggested|confirmed|revealed|announced|admitted|thanked|welcomed|wondered|requested|"
     "added that|noted that|informed"
 )
@@ -159,6 +159,15 @@ def _opening_speaker(line):
     <name>: ..."), as written, or None."""
     opening = _CREDIT.match(LIST_MARK.sub("", line).strip())
     return opening and (opening.group("who") or opening.group("named"))
+
+
+def credits_speaker(text):
+    """Return whether ``text`` says which participant spoke ("<Name> said ...", "<Name>:
+    ..."), someone other than "you" or "I"."""
+    return any(
+        (match.group("who") or match.group("named")) not in ("you", "I")
+        for match in _CREDIT.finditer(text or "")
+    )
 
 
 def _credited_in(text):
