@@ -31,6 +31,12 @@ HELD_RESULT = (
     "Not run: {tool} is dangerous and awaits a builder's confirmation; you were heard asking "
     "a builder for it."
 )
+# What the assistant reads after an allowed call made for a goal's step: the turn that made
+# it is over, and a small model did not connect the result with the goal (issue 21).
+FOR_GOAL = (
+    ' It was for your goal #{goal}: if it is reached now, call complete_goal with {{"goal": '
+    "{goal}}}."
+)
 # The longest argument value a player sees whole in a call's description.
 SHOWN_VALUE_CHARS = 60
 
@@ -76,7 +82,11 @@ def hold_call(context, call, words):
         str: The tool message the assistant reads for the call.
     """
     script, character = context.script, context.character
-    waiting = [*(script.db.awaiting_confirmation or ()), _entry(call, context.audience, words)]
+    goal = (context.event or {}).get("goal")
+    waiting = [
+        *(script.db.awaiting_confirmation or ()),
+        _entry(call, context.audience, words, goal),
+    ]
     script.db.awaiting_confirmation = waiting
     action = describe_call(call)
     _tell(character, ASKED.format(name=character.key, action=action), context.audience)
@@ -84,9 +94,10 @@ def hold_call(context, call, words):
     return HELD_RESULT.format(tool=call["function"]["name"])
 
 
-def _entry(call, audience, words):
-    # The turn's audience goes with the call: it runs, later, for them alone.
-    return {**call, "audience": audience, "words": [word for word in words if word]}
+def _entry(call, audience, words, goal):
+    # The turn's audience goes with the call: it runs, later, for them alone; so does the
+    # goal whose step made it, if any.
+    return {**call, "audience": audience, "words": [w for w in words if w], "goal": goal}
 
 
 def _waiting_notice(character, number, action, event):
@@ -132,21 +143,20 @@ def confirm_call(script, character, number, builder):
     Returns:
         Deferred: Fires with ``(the call, the tool's ToolResult)``.
     """
-    call, audience, words = _split(_take(script, number))
-    return _run_allowed(script, character, call, audience, words, builder)
+    call, audience, words, goal = _split(_take(script, number))
+    return _run_allowed(script, character, call, (audience, words, goal), builder)
 
 
 @defer.inlineCallbacks
-def _run_allowed(script, character, call, audience, words, builder):
+def _run_allowed(script, character, call, held, builder):
+    audience, words, goal = held
     context = ToolContext(script, character, CONTEXT_TICK_EVENT, audience=audience)
     outcome = yield defer.maybeDeferred(execute_tool, call, context)
     action = describe_call(call)
     told = DONE if outcome.ok else FAILED
     _tell(character, told.format(name=character.key, action=action), audience)
-    text = tool_call_text(call)
-    _note(
-        script, f"{builder.key} allowed your call {text}; it returned: {outcome.content}", audience
-    )
+    text = f"{builder.key} allowed your call {tool_call_text(call)}; it returned: {outcome.content}"
+    _note(script, text + (FOR_GOAL.format(goal=goal) if goal and outcome.ok else ""), audience)
     for word in words if outcome.ok else ():
         if character.location is not None:
             said, _ = speak(character, word, audience)
@@ -166,7 +176,7 @@ def discard_call(script, character, number, builder):
     Returns:
         dict: The dropped call.
     """
-    call, audience, _ = _split(_take(script, number))
+    call, audience, _, _ = _split(_take(script, number))
     _tell(character, DISCARDED.format(name=character.key, action=describe_call(call)), audience)
     text = tool_call_text(call)
     _note(script, f"{builder.key} did not allow your call {text}; it was not run.", audience)
@@ -174,11 +184,11 @@ def discard_call(script, character, number, builder):
 
 
 def _split(entry):
-    """Return a stored entry's ``(call, audience, words)`` (entries held before the words
-    were kept have none)."""
+    """Return a stored entry's ``(call, audience, words, goal)`` (entries held before the
+    words or the goal were kept have none)."""
     audience = entry.pop("audience", None)
     words = entry.pop("words", None) or []
-    return entry, audience, words
+    return entry, audience, words, entry.pop("goal", None)
 
 
 def _note(script, text, audience):

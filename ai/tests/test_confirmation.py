@@ -87,6 +87,7 @@ class TestHeldCall(AssistantTestCase):
         self.assertEqual(self.script.db.awaiting_confirmation, [])
         told, said = self.script.conversation_history[-2:]
         self.assertIn("allowed your call give(", told["content"])
+        self.assertNotIn("complete_goal", told["content"], "a player's request is no goal")
         self.assertEqual((said["role"], said["content"]), ("assistant", "The lantern? Here, Char."))
 
     def test_once_dropped_the_player_hears_it_was_not_done(self):

@@ -389,6 +389,12 @@ class TestAutonomy(GoalTestCase):
         self.assertEqual(result["loop"].stop_reason, "awaiting_confirmation")
         self.assertEqual(lantern.location, self.assistant)
         self.assertEqual(len(self.script.db.awaiting_confirmation), 1)
+        # Allowed later, after the turn: the assistant reads which goal it was for.
+        self.char1.execute_cmd("aiconfirm Helper = 1")
+        self.assertEqual(lantern.location, self.char1)
+        goal = Goal.objects.get(db_object_id=self.assistant.id)
+        told = self.script.conversation_history[-1]["content"]
+        self.assertIn(f'your goal #{goal.id}: if it is reached now, call complete_goal', told)
 
     def test_a_players_event_ends_the_turn_and_is_answered_next(self):
         self.script.set_config("goal_max_depth", 1)
