@@ -16,6 +16,7 @@ import base64
 import os
 import pickle
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -174,9 +175,35 @@ def first_start(game_dir):
     return done
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def running_pids(game_dir):
+    """Return the PIDs of the game's server and portal from their pid files, if alive."""
+    pids = []
+    for name in ("server.pid", "portal.pid"):
+        try:
+            with open(os.path.join(game_dir, "server", name), encoding="utf-8") as handle:
+                pids.append(int(handle.read().strip()))
+        except (OSError, ValueError):
+            continue
+    return [pid for pid in pids if _alive(pid)]
+
+
 def stop(game_dir):
-    """Stop the demo server."""
-    _evennia(os.path.abspath(game_dir), "stop")
+    """Stop the demo server with ``evennia stop``, then by PID whatever still runs."""
+    game_dir = os.path.abspath(game_dir)
+    pids = running_pids(game_dir)
+    _evennia(game_dir, "stop")
+    if not wait_for(lambda: not any(_alive(pid) for pid in pids), "the server to stop", game_dir):
+        for pid in filter(_alive, pids):
+            print(f"Stopping process {pid} by its PID.")
+            os.kill(pid, signal.SIGTERM)
     return 0
 
 
