@@ -9,7 +9,7 @@ from django.utils import timezone
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
-from twisted.internet import defer, threads
+from twisted.internet import defer
 
 from .audience import event_audience, with_audience
 from .autonomy import pursue_goals
@@ -25,9 +25,9 @@ from .config import (
 from .context_usage import measure_context
 from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
-from .litellm_loader import load_litellm
 from .llm_interaction import resolve_model
 from .log_channel import open_log_channel
+from .process_start import start_process
 from .prompt_contexts import (
     CONTEXT_TICK_EVENT,
     EXECUTION_CONFIG_DEFAULTS,
@@ -36,20 +36,16 @@ from .prompt_contexts import (
 )
 from .prompt_rendering import render_event
 from .reflection import reflect_if_due
-from .semantic_memory import WORKER
 from .sleep import run_sleep_tick
 from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
 from .sleep.escalation import check_window_fits_frame, what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
 from .task_assessment import assess_task
-from .token_calibration import load_calibrations
 from .tool_execution import run_react_loop
-from .tool_offering import load_tool_offerings
 from .tools.communication import tell_room
 from .usage_history import flush_usage, record_tick
 from .utils.columns import fitted
-from .utils.gc_freeze import freeze_when_loaded
 from .utils.wording import percent_against, plural
 
 # The event classes of the execution pattern's third layer (seed 004): conversation is one
@@ -92,35 +88,11 @@ class AssistantScript(DefaultScript):
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
-        """Clear what a reload cut short, and load litellm and long-term memory early.
-
-        An extraction's signal would stay set otherwise. Importing litellm and loading the
-        memory embedder take seconds, so they run in worker threads rather than in the
-        first tick after a start or reload; once loaded, what they made is left out of
-        garbage collection (``ai.utils.gc_freeze``).
-        """
-        set_extraction_signal(self, False)
-        load_calibrations()
-        load_tool_offerings()
-        open_log_channel()
-        preloading = threads.deferToThread(load_litellm)
-        preloading.addErrback(
-            lambda failure: logger.log_err(
-                f"AI: litellm failed to load: {failure.getErrorMessage()}"
-            )
-        )
-        loading = [preloading]
-        if self.get_config("memory_enabled"):
-            # The embedder takes seconds to load: on the memory worker now, not in the
-            # first recall after a start.
-            loading.append(
-                WORKER.preload().addErrback(
-                    lambda failure: logger.log_err(
-                        f"AI: long-term memory failed to load: {failure.getErrorMessage()}"
-                    )
-                )
-            )
-        freeze_when_loaded(*loading)
+        """Clear what a reload cut short (an extraction's signal would stay set), and load
+        what the process shares once (``ai.process_start``)."""
+        if (self.db.context_signals or {}).get("pre_compaction"):
+            set_extraction_signal(self, False)
+        start_process(self)
 
     def at_server_reload(self):
         """Write the usage rows still waiting in memory (``ai.usage_history``)."""

@@ -145,3 +145,26 @@ class TestGcFreeze(AssistantTestCase):
     def test_the_setting_turns_it_off(self):
         freeze_when_loaded(defer.succeed(None))
         self.assertEqual(gc.get_freeze_count(), 0)
+
+
+class TestServerStart(AssistantTestCase):
+    def test_a_start_loads_what_assistants_share_once_and_reads_one_attribute_each(self):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+        from evennia.scripts.models import ScriptDB
+
+        for number in range(4):
+            make_assistant(f"Helper{number}", self.room1)
+        calls = []
+        with (
+            patch("ai.process_start.STARTED", set()),  # a new server process
+            patch("ai.process_start.load_calibrations", lambda: calls.append("calibrations")),
+            patch("ai.process_start.open_log_channel", lambda: calls.append("log channel")),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            ScriptDB.objects.update_scripts_after_server_start()
+        for script in ScriptDB.objects.all():
+            script._stop_task()  # the loop restarts timers: none may fire in a later test
+        self.assertEqual(calls, ["calibrations", "log channel"], "once, not once a script")
+        ours = [q["sql"] for q in queries.captured_queries if "memory_enabled" in q["sql"]]
+        self.assertLessEqual(len(ours), 1, "the embedder's preload asks one assistant")

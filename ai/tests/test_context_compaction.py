@@ -740,7 +740,8 @@ class TestNotifications(CompactionTestCase):
         self.assertTrue(channel.subscriptions.has(self.account), "a Builder hears it")
         self.assertFalse(channel.subscriptions.has(self.account2), "a player does not")
         self.account2.permissions.add("Builder")
-        self.script.at_server_start()
+        with patch("ai.process_start.STARTED", set()):  # a new server process
+            self.script.at_server_start()
         self.assertTrue(channel.subscriptions.has(self.account2), "new Builders join at start")
 
     def test_builders_hear_on_the_log_channel_and_the_room_only_if_asked(self):

@@ -394,7 +394,7 @@ class TestAutonomy(GoalTestCase):
         self.assertEqual(lantern.location, self.char1)
         goal = Goal.objects.get(db_object_id=self.assistant.id)
         told = self.script.conversation_history[-1]["content"]
-        self.assertIn(f'your goal #{goal.id}: if it is reached now, call complete_goal', told)
+        self.assertIn(f"your goal #{goal.id}: if it is reached now, call complete_goal", told)
 
     def test_a_players_event_ends_the_turn_and_is_answered_next(self):
         self.script.set_config("goal_max_depth", 1)

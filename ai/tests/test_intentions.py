@@ -162,6 +162,12 @@ class TestTheLoopNeverSaysAnIntention(AssistantTestCase):
         self.assertEqual(result["loop"].intention_retries, 1)
         self.assertEqual(result["reply"], "Dawn it is, Char.")
         self.assertNotIn("journal entry", self.heard_text())
+        # Seed 28 (issue 19), to "The fire is burning low again.": a claim of a tool.
+        result = self.tick_on(
+            "I have already used the tool.", "Shall I add a log?", text="The fire is low."
+        )
+        self.assertEqual(result["reply"], "Shall I add a log?")
+        self.assertNotIn("the tool", self.heard_text())
         noted = [
             ("add_journal_entry", {"content": "Char: the ferry leaves at nine."}),
             ("say", {"message": "I've noted that, Char."}),

@@ -278,8 +278,9 @@ class TestLitellmPreload(AssistantTestCase):
             threads.append(threading.current_thread())
             return load_litellm()
 
-        watching = mock.patch("ai.assistant_script.freeze_when_loaded", wraps=freeze_when_loaded)
-        with mock.patch("ai.assistant_script.load_litellm", loading), watching as freezing:
+        watching = mock.patch("ai.process_start.freeze_when_loaded", wraps=freeze_when_loaded)
+        fresh = mock.patch("ai.process_start.STARTED", set())  # a new server process
+        with mock.patch("ai.process_start.load_litellm", loading), watching as freezing, fresh:
             self.script.at_server_start()
             preloading = freezing.call_args.args[0]
             wait_for(preloading)

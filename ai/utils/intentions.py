@@ -54,14 +54,15 @@ _TOOL_ADVICE = re.compile(
     re.I,
 )
 
-# Saying it was done ("I have added a journal entry with ...", "I've noted that."): true
-# only of a turn that made the call.
+# Saying it was done ("I have added a journal entry with ...", "I've noted that.", "I have
+# already used the tool."): true only of a turn that made the call.
 _CLAIMS = re.compile(
     rf"\bI\s*(?:(?:have|'ve|had|'d|just|already)\s*)*(?:noted|jotted|journal(?:l)?ed|"
     rf"recorded|logged|memori[sz]ed|pinned|(?:added|put|written|wrote|saved|stored|entered|"
     rf"filed|kept|placed|included)\b[^.!?]{{0,120}}?\b(?:to|in|into|on|onto)\s+"
     rf"(?:my|the|our|your)\s+(?:\w+\s+)?{_STORE_PLACE}|(?:added|made|created|written|wrote|"
-    rf"saved|stored)\s+(?:a|an|the)\s+(?:new\s+)?{_STORE_FORM})\b",
+    rf"saved|stored)\s+(?:a|an|the)\s+(?:new\s+)?{_STORE_FORM}|(?:used|called|ran|run|"
+    rf"invoked)\s+(?:the|a|that|this|my)\s+(?:\w+\s+)?(?:tool|function))\b",
     re.I,
 )
 
