@@ -46,6 +46,7 @@ from .common import (
     compaction_message,
     finish,
     is_stuck,
+    kind_threshold,
     old_messages,
     replace_recorded,
     skipped,
@@ -168,6 +169,18 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
         return {"success": False, "kind": plan.kind, "error": error, REFUSED_FOR_SIZE: True}
     if extract:
         yield extract()
+        now = measure_context(script, character)
+        threshold = kind_threshold(config, plan.kind)
+        if plan.kind != "manual" and now.usage < threshold:
+            # What the extraction did (a recalled note, a calibrated count) changed the
+            # frame: a summary now would be a model call spent on a compaction refused for
+            # removing too little, or one no longer needed (seen on Qwen2.5-Coder-1.5B).
+            return skipped(
+                "under the threshold after the pre-compaction extraction "
+                f"({percent_against(now.usage, threshold)} < {percent(threshold)})",
+                kind=plan.kind,
+                token_usage=now.usage,
+            )
     script.ndb.compacting = True
     summaries, gate = [], empty_report()
     instructions = summary_instructions(script)
@@ -309,9 +322,7 @@ def compact_hybrid(script, character, plan, before, config, extract=None):
     """
     masked = mask_tool_outputs(script, character, plan, before, config)
     now = measure_context(script, character)
-    limit = config[
-        "compact_emergency_threshold" if plan.kind == "emergency" else "compact_sleep_threshold"
-    ]
+    limit = kind_threshold(config, plan.kind)
     # A builder who asks for a compaction gets one: the summary, when masking did nothing.
     if now.usage < limit and (masked.get("success") or plan.kind != "manual"):
         return {**masked, "strategy": "hybrid"}

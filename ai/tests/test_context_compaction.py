@@ -6,6 +6,7 @@ from unittest.mock import patch
 
 from django.test import override_settings
 from evennia.utils.idmapper.models import flush_cache
+from twisted.internet import defer
 
 from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries, listed
 from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
@@ -107,6 +108,22 @@ class TestCompactConversationHistorySkips(CompactionTestCase):
         self.assertTrue(result["skipped"])
         self.assertRegex(result["reason"], r"^below threshold \(\d+\.\d% < 70%\)$")
         self.assertLess(result["token_usage"], 0.7)
+
+    def test_a_context_the_extraction_left_under_the_threshold_gets_no_summary_call(self):
+        fill(self.script)
+        history = self.script.conversation_history
+
+        def extraction():
+            store_window(self.script, 100000)  # what it did left the context room
+            return defer.succeed(None)
+
+        with ScriptedLLM("- Char buried the coins.") as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = self.compact(force=False, extract=extraction)
+        self.assertEqual(llm.calls, [], "no summary call")
+        self.assertTrue(result["skipped"], result)
+        self.assertIn("under the threshold after the pre-compaction extraction", result["reason"])
+        self.assertEqual(self.script.conversation_history, history)
 
     def test_history_within_preserve_window(self):
         fill(self.script, FACTS[:2])
