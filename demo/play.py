@@ -717,6 +717,11 @@ def main(argv):
         outcome.printTraceback(file=sys.stderr)
         return 1
     code = report(assistant, outcome)
+    # Its timer again, paused as a server shutdown leaves it (Evennia's own call there): the
+    # next server started on this game (make demo-server) resumes it, and the assistant ticks.
+    script = assistant.assistant_script
+    script.start()
+    script._pause_task(auto_pause=True)
     print(RULE)
     print(f"done in {time.monotonic() - started:.1f}s")
     return code

@@ -25,7 +25,9 @@ import urllib.error
 import urllib.request
 
 DEMO_DIR = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_GAME_DIR = os.path.join(os.path.dirname(DEMO_DIR), "build", "demo_game")
+# A game of its own: the commands and URLs added here stay out of the demo's and of
+# `make evennia-test`'s game (build/demo_game).
+DEFAULT_GAME_DIR = os.path.join(os.path.dirname(DEMO_DIR), "build", "demo_server")
 # Ports away from Evennia's defaults (4000-4006), on loopback: a throwaway game.
 TELNET_PORT = 4480
 WEB_PORT = 4481
@@ -52,6 +54,7 @@ from django.urls import include  # noqa: E402
 
 urlpatterns = [path("ai/", include("ai.web.urls"))] + urlpatterns
 """
+COMMANDS_MARK = "Added by demo/server.py (README, Installation)."
 # How long the website may take to answer after ``evennia start`` on a loaded machine.
 READY_WAIT = 300
 START_ATTEMPTS = 3
@@ -66,10 +69,26 @@ def _append_once(path, mark, text):
         handle.write(text)
 
 
+def _give_characters_the_commands(game_dir):
+    """Add the assistant's commands to the characters' cmdset, as the README's Installation
+    says (once): so that a player on telnet can ``talk`` to it and a builder ``aihistory``."""
+    path = os.path.join(game_dir, "commands", "default_cmdsets.py")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    if "AssistantCmdSet" in text:
+        return
+    creation = "        super().at_cmdset_creation()\n"  # CharacterCmdSet's comes first
+    text = text.replace(creation, creation + "        self.add(AssistantCmdSet)\n", 1)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"from ai.commands import AssistantCmdSet  # {COMMANDS_MARK}\n{text}")
+
+
 def configure(game_dir):
-    """Give the game the inspector's URL line and the demo server's ports (once)."""
+    """Give the game the inspector's URL line, the assistant's commands and the demo
+    server's ports (once)."""
     _append_once(os.path.join(game_dir, "server", "conf", "settings.py"), SETTINGS_MARK, SETTINGS)
     _append_once(os.path.join(game_dir, "web", "website", "urls.py"), URLS_MARK, URLS)
+    _give_characters_the_commands(game_dir)
 
 
 def _database(game_dir):
