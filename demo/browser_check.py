@@ -4,9 +4,9 @@ It starts the demo server (``demo/server.py``, game ``build/demo_server``) unles
 already, logs in through the website's own login form as the demo's builder, opens the
 index of assistants and the assistant's page at 1280 and at 390 pixels wide, and checks
 from the rendered DOM that the usage chart, the context window's component bars and the
-compaction list are there, and that the page does not scroll sideways. Screenshots of whole pages go to
-``build/browser/``; the JSON endpoint is read through the same session. It stops the
-server it started.
+compaction list are there, and that the page does not scroll sideways. Screenshots of
+whole pages go to ``build/browser/``; the JSON endpoint is read through the same session.
+It stops the server it started.
 
 Usage (``make test-browser`` installs Chromium and selenium, then runs this)::
 
