@@ -115,6 +115,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/tick_usage.py
 	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/offline_engine.py
+	$(BIN)/python bench/offline_engine.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/strategies.py
 	$(BIN)/python bench/journal.py

@@ -99,3 +99,25 @@ class TestCountMessages(TestCase):
             count_conversation_tokens(history, "gpt-4"), 7 + token_counter.REPLY_PRIMING_TOKENS
         )
         self.assertEqual(count_conversation_tokens([], "gpt-4"), 0)
+
+
+class TestOfflineEngineUsage(TestCase):
+    def test_the_engine_reports_what_the_counter_counts_and_recounts_a_changed_message(self):
+        from ai.offline.engine import prompt_message_tokens
+
+        model = "offline/assistant"
+        call = {"id": "c1", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+        messages = [
+            {"role": "user", "content": 'Char says, "The ferry leaves at dawn."'},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+        ]
+        for _ in range(2):  # the second time from what was kept
+            for message in messages:
+                self.assertEqual(
+                    prompt_message_tokens(message, model), count_message_tokens(message, model)
+                )
+        longer = {"role": "user", "content": messages[0]["content"] + " And at dusk, too."}
+        self.assertGreater(
+            prompt_message_tokens(longer, model), prompt_message_tokens(messages[0], model)
+        )
