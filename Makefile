@@ -116,7 +116,6 @@ bench: $(STAMP)
 	$(BIN)/python bench/reactor_lag.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/offline_engine.py
-	$(BIN)/python bench/offline_engine.py
 	$(BIN)/python bench/compaction.py
 	$(BIN)/python bench/strategies.py
 	$(BIN)/python bench/journal.py
