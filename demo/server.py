@@ -205,7 +205,7 @@ def first_start(game_dir):
     _start(game_dir, **login)
     done = wait_for(lambda: setup_done(game_dir), "Evennia's initial setup", game_dir)
     done = done and wait_for(website_answers, "the website to answer", game_dir)
-    _evennia(game_dir, "stop")
+    stop(game_dir)
     return done
 
 

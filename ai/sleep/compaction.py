@@ -169,9 +169,10 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
         return {"success": False, "kind": plan.kind, "error": error, REFUSED_FOR_SIZE: True}
     if extract:
         yield extract()
+    if extract and plan.kind != "manual":
         now = measure_context(script, character)
         threshold = kind_threshold(config, plan.kind)
-        if plan.kind != "manual" and now.usage < threshold:
+        if now.usage < threshold:
             # What the extraction did (a recalled note, a calibrated count) changed the
             # frame: a summary now would be a model call spent on a compaction refused for
             # removing too little, or one no longer needed (seen on Qwen2.5-Coder-1.5B).
