@@ -38,7 +38,8 @@ from .utils.message_format import one_line
 BACKOFF_CAP = 16
 MAX_DECOMPOSE_FAILURES = 5
 STEP_INSTRUCTION = (
-    "No one is waiting for an answer now. Work on your goal #{number}: {text}{step_of}\n"
+    "No one is waiting for an answer now. Work on your goal #{number}: {text}{step_of}"
+    "{steps}\n"
     "Take the next step with your tools: only tool calls act, and what you write is not "
     "said.{actions} When the goal is reached, call complete_goal with "
     '{{"goal": {number}}}; if you cannot go on with it, call block_goal with "goal" {number} '
@@ -140,6 +141,7 @@ def run_autonomous_turn(script, character, goal):
             number=goal.id,
             text=one_line(goal.text),
             step_of=step_of,
+            steps=_closed_steps(goal),
             actions=_ways_to_act(config),
         ),
     }
@@ -162,6 +164,20 @@ def run_autonomous_turn(script, character, goal):
         f"{'progress' if progress else 'no progress'}"
     )
     return loop, progress
+
+
+def _closed_steps(goal):
+    """Return what became of ``goal``'s steps, when it has some and none is open (the
+    turn then works on the goal itself): " (its steps: #4 done; #5 blocked: <reason>)"."""
+    steps = goal.children.order_by("id")
+    if not steps:
+        return ""
+    told = [
+        f"#{step.id} {step.status}"
+        + (f": {one_line(step.reason).rstrip('.')}" if step.status != "done" else "")
+        for step in steps
+    ]
+    return f" (its steps: {'; '.join(told)})"
 
 
 def _ways_to_act(config):

@@ -43,7 +43,7 @@ from .sub_agents import (
     task_event,
 )
 from .thinking import ThinkingEmote
-from .tools import ToolContext, ToolResult, execute_tool, get_tool, tools_for
+from .tools import ToolContext, ToolResult, check_call, execute_tool, get_tool, tools_for
 from .tools.communication import emote, speak, spoken
 from .utils.echo import is_echo, off_topic_repeat, repeats_itself
 from .utils.intentions import only_announces, without_announcements
@@ -466,8 +466,8 @@ def recall_for(script, character, config, event, audience, shown=()):
 
     Only for a context with the semantic memories component and an event to recall by
     (its words and its speaker), and not those drawn only from the history messages
-    ``shown`` (the prompt has them already). Memory that fails to answer costs the turn its memories,
-    never its reply.
+    ``shown`` (the prompt has them already). Memory that fails to answer costs the turn its
+    memories, never its reply.
     """
     limit = script.get_config("memory_recall_limit")
     wanted = includes(config, COMPONENT_SEMANTIC_MEMORIES)
@@ -750,12 +750,19 @@ def _run_calls(calls, allowed, pattern, context, result, waiting=None):
 
     With ``waiting`` (a :class:`Held`, see ``_held``), that call waits for a builder
     instead (``ai.confirmation``) and the answer's ``say`` calls are not run: their words
-    wait with it, unless a write failed (they may claim it): then they are held back.
+    wait with it, unless a write failed (they may claim it): then they are held back. A
+    waiting call that could not run now (``check_call``) is refused at once, as a failed
+    write: the model reads why and may call again, and no builder is asked for it.
 
     Returns:
         Deferred: Fires with a :class:`_Ran`.
     """
     ran, results = _Ran(), {}
+    refused = waiting and check_call(waiting.call, context)
+    if refused:
+        ran.failed_writes.append(waiting.call["function"]["name"])
+        result.held.extend(word for word in waiting.words if word)
+        ran.held = True
     writes_first = sorted(calls or (), key=lambda call: not _writes(call, allowed))
     for call in writes_first:
         name = call["function"]["name"]
@@ -770,6 +777,10 @@ def _run_calls(calls, allowed, pattern, context, result, waiting=None):
             ran.stop = "tool_not_allowed"
             continue
         tool = get_tool(name)
+        if refused and call is waiting.call:
+            results[call["id"]] = {"role": "tool", "tool_call_id": call["id"], "content": refused}
+            ran.last = refused
+            continue
         if waiting and call is waiting.call:
             words = waiting.words
             if ran.failed_writes:

@@ -182,3 +182,46 @@ class TestHeldCallBesideAFailedWrite(AssistantTestCase):
         self.assertNotIn("remember", heard)
         said = [m["content"] or "" for m in self.script.conversation_history if m["role"] != "user"]
         self.assertFalse([text for text in said if "remember" in text], "nor its history")
+
+
+class TestACallThatCannotRunIsNotHeld(AssistantTestCase):
+    """A dangerous call that would fail now is refused at once, with why, not held for a
+    builder: Qwen2.5-Coder-1.5B asked to give a flute to "Kira, Sten, or Birk", a builder
+    could only drop it, and the turn ended waiting for nothing."""
+
+    def setUp(self):
+        super().setUp()
+        self.lantern = create.create_object(key="lantern", location=self.assistant)
+        self.script.set_config("context_overrides", CONFIRM_IN_CONVERSATION)
+        self.char1_heard = record_messages(self.char1)
+        self.builders_heard = record_messages(self.account)
+
+    def test_a_recipient_who_is_not_one_person_here_is_refused_and_the_model_tries_again(self):
+        wrong = [
+            ("say", {"message": "Here it is, Char."}),
+            ("give", {"item": "lantern", "recipient": "Kira, Sten, or Birk"}),
+        ]
+        right = [("give", {"item": "lantern", "recipient": "Char"})]
+        result = self.tick_on(wrong, right, text="Please give me the lantern.")
+        self.assertEqual(result["loop"].stop_reason, "awaiting_confirmation")
+        (waiting,) = self.script.db.awaiting_confirmation
+        self.assertIn('"recipient": "Char"', waiting["function"]["arguments"])
+        self.assertEqual(self.lantern.location, self.assistant)
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn("No one and nothing called 'Kira, Sten, or Birk' is here; here:", results[1])
+        self.assertIn("Char2", results[1], "it reads who is here to choose from")
+        self.assertIn("give failed", results[0], "its words are held back, not said")
+        heard = strip_ansi("\n".join(map(str, self.char1_heard)))
+        self.assertNotIn("Here it is", heard)
+        self.assertEqual(heard.count("asked a builder to allow this first"), 1, heard)
+        notices = strip_ansi("\n".join(map(str, self.builders_heard)))
+        self.assertNotIn("Kira", notices, "no builder is asked for a call that cannot run")
+
+    def test_arguments_that_do_not_validate_are_refused_before_a_builder_is_asked(self):
+        answer = [("give", {"item": "lantern"})]
+        result = self.tick_on(answer, [("noop", {})], text="Please give me the lantern.")
+        self.assertNotEqual(result["loop"].stop_reason, "awaiting_confirmation")
+        self.assertFalse(self.script.db.awaiting_confirmation)
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn("recipient", results[0])
+        self.assertNotIn("asked a builder", strip_ansi("\n".join(map(str, self.char1_heard))))

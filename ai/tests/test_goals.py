@@ -316,6 +316,36 @@ class TestAutonomy(GoalTestCase):
         other.refresh_from_db()
         self.assertEqual(other.status, "active", "a blocked step leaves its goal open")
 
+    def test_a_goal_whose_last_open_step_is_blocked_is_shown_what_became_of_its_steps(self):
+        # Qwen2.5-Coder-1.5B blocked a step of the builder's goal, then left the goal open.
+        top = self.give_goal("Return the cup, then tidy up")
+        first = self.give_goal("Return the cup", parent=top)
+        second = self.give_goal("Tidy up", parent=top)
+        self.builder(f"aigoal/done Helper = {first.id}")
+        blocked = [("block_goal", {"goal": second.id, "reason": "No broom here."})]
+        with ScriptedLLM(Model(autonomous=blocked), [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertEqual(
+            results[0],
+            f"Goal #{second.id} is blocked: No broom here. No step of #{top.id} is left open:"
+            " if it is reached, call complete_goal for it; if it cannot be, block_goal; else"
+            " add its next step with add_goal.",
+        )
+        self.script.ndb.autonomy = None  # the next turn without waiting for the interval
+        settled = [("block_goal", {"goal": top.id, "reason": "Its last step is blocked."})]
+        with ScriptedLLM(Model(autonomous=settled), [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.tick()
+        self.assertIn(
+            f"Work on your goal #{top.id}: Return the cup, then tidy up (its steps:"
+            f" #{first.id} done; #{second.id} blocked: No broom here)\n",
+            str(llm.calls[0][-1]["content"]),
+        )
+        top.refresh_from_db()
+        self.assertEqual((top.status, top.reason), ("blocked", "Its last step is blocked."))
+
     def test_the_assistant_cannot_close_a_goal_whose_steps_are_open(self):
         # Qwen2.5-Coder-1.5B blocked the builder's goal, "It is freezing outside.", while
         # working on one of its steps.

@@ -365,7 +365,10 @@ class TestGive(ToolTestCase):
         self.assertEqual(refused.content, "You carry no single 'sword'; you carry: lantern.")
         refused = self.run_tool("give", {"item": "lantern", "recipient": "Nobody"})
         self.assertFalse(refused.ok)
-        self.assertIn("No one and nothing called 'Nobody' is here", refused.content)
+        self.assertIn("No one and nothing called 'Nobody' is here; here:", refused.content)
+        self.assertIn("Char2", refused.content, "it names who is here to choose from")
+        refused = self.run_tool("give", {"item": "lantern", "recipient": "Helper"})
+        self.assertEqual(refused.content, "You carry lantern already: name someone else here.")
         self.assertEqual(self.lantern.location, self.assistant, "nothing moved")
 
 

@@ -14,6 +14,7 @@ from . import (  # noqa: F401 (registers them)
 from .base import TOOL_CATEGORIES, Tool, ToolContext, ToolResult
 from .registry import (
     all_tools,
+    check_call,
     execute_tool,
     get_tool,
     register_tool,
@@ -28,6 +29,7 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "all_tools",
+    "check_call",
     "execute_tool",
     "get_tool",
     "register_tool",

@@ -44,6 +44,9 @@ class Tool:
         context_parameters (dict): Parameter name -> the context types whose calls are
             offered it; elsewhere the schema sent leaves it out (it costs every call's
             prompt), and the handler refuses it.
+        check (callable, optional): ``check(ctx, **arguments) -> str | None``: why the
+            call would fail if it ran now. Asked before a dangerous call is held for a
+            builder, so that one which cannot run is refused at once, not held.
 
     Raises:
         ValueError: for a malformed name or schema, or an unknown category.
@@ -55,6 +58,7 @@ class Tool:
     categories: frozenset
     handler: Callable
     context_parameters: dict = field(default_factory=dict)
+    check: Callable | None = None
 
     def __post_init__(self):
         if not _NAME.match(self.name or ""):

@@ -90,7 +90,10 @@ def block_goal(ctx, goal, reason):
         blocked = set_status(_open_goal(ctx, goal), "blocked", reason)
     except GoalRefused as err:
         return ToolResult(ok=False, content=f"Not marked blocked: {err}.")
-    return ToolResult(ok=True, content=f"Goal #{blocked.id} is blocked: {blocked.reason}")
+    return ToolResult(
+        ok=True,
+        content=f"Goal #{blocked.id} is blocked: {blocked.reason.rstrip('.')}.{_after(blocked)}",
+    )
 
 
 def _open_goal(ctx, number):
@@ -108,8 +111,9 @@ def _open_goal(ctx, number):
 
 
 def _after(goal):
-    """Return what follows ``goal`` being done: the goals closed with it, or the parent
-    left without an open step (one blocked), to close or carry on with."""
+    """Return what follows ``goal`` being done or blocked: the goals closed with it, or the
+    parent left without an open step (one blocked), to close or carry on with. Told only
+    by the result of the step, a small model left the goal of its blocked step open."""
     if goal.closed_parents:
         closed = ", ".join(f"#{parent.id}" for parent in goal.closed_parents)
         return f" Its steps all done, {closed} is done too."
@@ -118,7 +122,10 @@ def _after(goal):
         return ""
     if parent.children.filter(status="active").exists():
         return ""
-    return f" No step of #{parent.id} is left: mark it done if it is, or add the next step."
+    return (
+        f" No step of #{parent.id} is left open: if it is reached, call complete_goal for it;"
+        f" if it cannot be, block_goal; else add its next step with add_goal."
+    )
 
 
 register_tool(

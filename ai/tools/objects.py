@@ -8,7 +8,7 @@ from ..utils.markers import NOT_SEEN
 from .base import Tool, ToolResult
 from .communication import tell_room
 from .registry import register_tool
-from .targets import resolve_entity
+from .targets import around, resolve_entity
 
 # What ``look`` returns at most: a long description is cut, not sent whole on every call.
 MAX_LOOK_CHARS = 2000
@@ -30,11 +30,9 @@ def look(ctx, target=""):
         exact = [obj for obj in found if obj.key.lower() == target.strip().lower()]
         found = exact or found
         if len(found) != 1:
-            around = viewer.location.contents if viewer.location else []
-            here = ", ".join(obj.key for obj in around if obj != viewer)
             problem = "more than one thing matches" if found else "nothing here matches"
             return ToolResult(
-                ok=False, content=f"{NOT_SEEN} {problem} {target!r}; here: {here or 'nothing'}."
+                ok=False, content=f"{NOT_SEEN} {problem} {target!r}; here: {around(viewer)}."
             )
         seen = found[0]
     text = strip_ansi(seen.return_appearance(viewer) or seen.key).strip()
@@ -43,16 +41,32 @@ def look(ctx, target=""):
     return ToolResult(ok=True, content=text, data={"target": seen.dbref})
 
 
+def _what_and_whom(ctx, item, recipient):
+    """Return ``(thing, target, None)`` for a ``give`` that can run now, else
+    ``(None, None, error)`` naming what is wrong and what there is to choose from."""
+    giver = ctx.character
+    carried = giver.search(item.strip(), location=giver, quiet=True)
+    if len(carried) != 1:
+        held = ", ".join(obj.key for obj in giver.contents) or "nothing"
+        return None, None, f"You carry no single {item!r}; you carry: {held}."
+    target, error = resolve_entity(giver, recipient)
+    if error:
+        return None, None, error
+    if target == giver:
+        return None, None, f"You carry {carried[0].key} already: name someone else here."
+    return carried[0], target, None
+
+
+def check_give(ctx, item, recipient):
+    """Return why ``give`` would fail now, or None (asked before it is held for a builder)."""
+    return _what_and_whom(ctx, item, recipient)[2]
+
+
 def give(ctx, item, recipient):
     """Give ``item``, which the assistant carries, to ``recipient`` in its room."""
-    carried = ctx.character.search(item.strip(), location=ctx.character, quiet=True)
-    if len(carried) != 1:
-        held = ", ".join(obj.key for obj in ctx.character.contents) or "nothing"
-        return ToolResult(ok=False, content=f"You carry no single {item!r}; you carry: {held}.")
-    target, error = resolve_entity(ctx.character, recipient)
+    thing, target, error = _what_and_whom(ctx, item, recipient)
     if error:
         return ToolResult(ok=False, content=error)
-    thing = carried[0]
     if not thing.move_to(target, quiet=True, move_type="give"):
         return ToolResult(ok=False, content=f"{thing.key} could not be given to {target.key}.")
     tell_room(
@@ -105,5 +119,6 @@ register_tool(
         },
         categories=frozenset({"dangerous", "world"}),
         handler=give,
+        check=check_give,
     )
 )

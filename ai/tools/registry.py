@@ -157,6 +157,22 @@ def execute_tool(tool_call, ctx):
     return _noting(outcome, ignored)
 
 
+def check_call(tool_call, ctx):
+    """Return why ``tool_call`` (of a known tool) would fail if it ran now, or None: its
+    arguments validated, then the tool's own ``check``, if it has one. Never raises."""
+    function = tool_call.get("function") or {}
+    tool = get_tool(function.get("name"))
+    arguments, error, _ = validate_arguments(tool, function.get("arguments"))
+    if error or tool.check is None:
+        return error
+    try:
+        return tool.check(ctx, **arguments)
+    except Exception:
+        # A check that fails cannot tell: the call is held as before, and runs or fails then.
+        logger.log_trace(f"AI {ctx.script.label}: the check of {tool.name} failed")
+        return None
+
+
 def _noting(result, ignored):
     """Return ``result`` telling the model which of its arguments were left out, if any."""
     if not ignored:

@@ -19,8 +19,14 @@ def resolve_entity(character, entity):
     # "Char" also matches "Char2" by prefix; an exact name settles it.
     found = exact or found
     if not found:
-        return None, f"No one and nothing called {entity!r} is here. Use a name here or a dbref."
+        return None, f"No one and nothing called {entity!r} is here; here: {around(character)}."
     if len(found) > 1:
         names = ", ".join(f"{obj.key} ({obj.dbref})" for obj in found)
         return None, f"{entity!r} could be any of: {names}. Use the dbref."
     return found[0], None
+
+
+def around(character):
+    """Return the names of what else is in ``character``'s room, for an error to list."""
+    here = character.location.contents if character.location else []
+    return ", ".join(obj.key for obj in here if obj != character) or "nothing"
