@@ -22,7 +22,7 @@ from .config import (
     default_value,
     resolve_config,
 )
-from .context_usage import measure_context
+from .context_usage import measure_context, with_history_now
 from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .llm_interaction import resolve_model
@@ -283,11 +283,14 @@ class AssistantScript(DefaultScript):
         return {"status": "slept", "mode": "sleep", "phase": "dreaming", "memory": memory}
 
     @defer.inlineCallbacks
-    def emergency_compaction(self, character, config):
+    def emergency_compaction(self, character, config, usage=None):
         """Compact now if the next call would reach ``compact_emergency_threshold``.
 
         A compaction that could not bring usage under the threshold is not retried until
         the history changes, so an oversized preserved message cannot cause a loop.
+
+        Args:
+            usage (ContextUsage, optional): The context as measured now; measured if None.
 
         Returns:
             Deferred: Fires with None when not needed, else the extraction and compaction
@@ -295,7 +298,7 @@ class AssistantScript(DefaultScript):
         """
         if not config["compact_enabled"]:
             return None
-        usage = self.context_usage()
+        usage = usage or self.context_usage()
         threshold = config["compact_emergency_threshold"]
         if not usage.message_count or usage.usage < threshold:
             return None
@@ -329,8 +332,12 @@ class AssistantScript(DefaultScript):
     @defer.inlineCallbacks
     def awake_tick(self, character, config):
         """Compact first if the context is nearly full, then handle the next pending event;
-        with none, reflect if a reflection is due, else pursue the goals (``ai.autonomy``)."""
-        emergency = yield self.emergency_compaction(character, config)
+        with none, reflect if a reflection is due, else pursue the goals (``ai.autonomy``).
+
+        The context is measured once (its frame rendered): the turn's signals reuse that
+        measure unless a compaction changed the history."""
+        usage = self.context_usage() if config["compact_enabled"] else None
+        emergency = yield self.emergency_compaction(character, config, usage)
         event = self.pop_event()
         if event is None:
             # A due reflection comes first: it reads what the turns before it journaled,
@@ -366,7 +373,7 @@ class AssistantScript(DefaultScript):
             character,
             CONTEXT_TICK_EVENT,
             event=event,
-            signals=self.context_signals(event),
+            signals=self.context_signals(event, None if emergency else usage),
             source_message_ids=[stored["id"]],
             assessment=assessment,
         )
@@ -409,10 +416,17 @@ class AssistantScript(DefaultScript):
         )
         return assess_task(self, event, limit)
 
-    def context_signals(self, event=None):
-        """Return the runtime signals of the execution pattern's third layer."""
+    def context_signals(self, event=None, usage=None):
+        """Return the runtime signals of the execution pattern's third layer.
+
+        Args:
+            event (dict, optional): The event of the turn.
+            usage (ContextUsage, optional): The context measured earlier in this tick, its
+                history since grown by the event (``with_history_now``); measured if None.
+        """
         signals = dict(self.db.context_signals or {})
-        signals["token_pressure"] = token_pressure_level(self.context_usage().usage)
+        usage = with_history_now(self, usage) if usage else self.context_usage()
+        signals["token_pressure"] = token_pressure_level(usage.usage)
         signals["recent_errors"] = self.ndb.consecutive_errors or 0
         kind = (event or {}).get("type")
         if kind in COMMUNICATION_EVENTS:

@@ -4,7 +4,7 @@ History's share comes from the store's running total (O(1)); the rest of the cal
 tick_event components and the tool schemas) is rendered and counted, without history.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
@@ -86,6 +86,20 @@ def measure_context(script, character):
         max_tokens=context_window(script),
         message_count=message_count,
         frame_parts=parts,
+    )
+    return usage
+
+
+def with_history_now(script, usage):
+    """Return ``usage`` with history's stored total read again (O(1)) and its frame as
+    measured, kept as ``script.ndb.context_usage``: a turn that measured its context before
+    appending the player's line need not render the frame a second time."""
+    history_tokens, message_count = script.history.totals()
+    usage = script.ndb.context_usage = replace(
+        usage,
+        total_tokens=usage.frame_tokens + history_tokens,
+        history_tokens=history_tokens,
+        message_count=message_count,
     )
     return usage
 

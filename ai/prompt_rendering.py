@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from .helpers.entity_context import observations_for
-from .helpers.goals import describe_goal, goal_tree
+from .helpers.goals import describe_goal, goal_tree, has_active_goals
 from .helpers.journal import search_entries, shared_words
 from .helpers.memory_links import remembered_entries
 from .helpers.working_memory import conversations
@@ -206,7 +206,10 @@ def render_context_buffer(state):
 
 def render_goals(state):
     """The active goals the turn's audience may hear, most urgent first, each step under
-    its goal; at most ``MAX_GOAL_LINES`` (the least urgent are left out, and counted)."""
+    its goal; at most ``MAX_GOAL_LINES`` (the least urgent are left out, and counted).
+    Without an active goal (a kept answer, ``has_active_goals``) nothing is read."""
+    if not has_active_goals(state.character):
+        return ""
     tree = goal_tree(state.character, state.audience)
     if not tree:
         return ""

@@ -3,14 +3,15 @@
 Recording must not cost the tick (see docs/benchmarks.md, "Usage history"), so nothing is
 measured or read for it. A row holds the context usage the tick itself measured last,
 which ``measure_context`` keeps as ``script.ndb.context_usage``: the emergency check of
-every awake tick with compaction on, the check after an emergency compaction, the sleep
-pipeline's checks and the layer-3 signals of every turn each measure the context, so the
-row holds what the thresholds were compared with (on a turn, before its reply was
-appended). A tick that measured nothing (compaction off and no turn, or dozing) changed no
-history and keeps the previous measure. Before the first measure since the server started,
-the rows hold the history's tokens alone, read once from its counter. The tokens a model call reported were not chosen: a tick without a call
-(idle, asleep) has none, and a call sends only the history its budget holds, which is not
-what the thresholds are drawn against.
+every awake tick with compaction on (a turn's layer-3 signals reuse its frame, with the
+history read again after the player's line), the check after an emergency compaction and
+the sleep pipeline's checks each measure the context, so the row holds what the thresholds
+were compared with (on a turn, before its reply was appended). A tick that measured
+nothing (compaction off and no turn, or dozing) changed no history and keeps the previous
+measure. Before the first measure since the server started, the rows hold the history's
+tokens alone, read once from its counter. The tokens a model call reported were not
+chosen: a tick without a call (idle, asleep) has none, and a call sends only the history
+its budget holds, which is not what the thresholds are drawn against.
 
 A write and its commit cost as much as a whole idle tick, so rows wait in memory
 (``script.ndb.usage_buffer``) and ``FLUSH_TICKS`` of them are written together, in the
