@@ -40,7 +40,7 @@ from .sleep import run_sleep_tick
 from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
 from .sleep.escalation import check_window_fits_frame, what_is_too_large
-from .sleep.extraction import ExtractionBeforeSummary, set_extraction_signal
+from .sleep.extraction import ExtractionBeforeSummary
 from .task_assessment import assess_task
 from .tool_execution import run_react_loop
 from .tools.communication import tell_room
@@ -88,10 +88,9 @@ class AssistantScript(DefaultScript):
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
-        """Clear what a reload cut short (an extraction's signal would stay set), and load
-        what the process shares once (``ai.process_start``)."""
-        if (self.db.context_signals or {}).get("pre_compaction"):
-            set_extraction_signal(self, False)
+        """Load what the process shares once (``ai.process_start``). Nothing is read of the
+        script itself: Evennia calls every script's hook in one loop, and a read costs a
+        query per script on a cold cache (``bench/startup.py``)."""
         start_process(self)
 
     def at_server_reload(self):
@@ -425,6 +424,9 @@ class AssistantScript(DefaultScript):
                 history since grown by the event (``with_history_now``); measured if None.
         """
         signals = dict(self.db.context_signals or {})
+        # An extraction runs in this process or not at all: one cut short by a reload
+        # leaves nothing set.
+        signals["pre_compaction"] = bool(self.ndb.extracting)
         usage = with_history_now(self, usage) if usage else self.context_usage()
         signals["token_pressure"] = token_pressure_level(usage.usage)
         signals["recent_errors"] = self.ndb.consecutive_errors or 0

@@ -50,13 +50,6 @@ def not_run(reason):
     return {"success": False, "reason": reason, "facts_recorded": 0, "iterations": 0}
 
 
-def set_extraction_signal(script, value):
-    """Set the ``pre_compaction`` context signal that tells other code an extraction runs."""
-    signals = dict(script.db.context_signals or {})
-    signals["pre_compaction"] = value
-    script.db.context_signals = signals
-
-
 @defer.inlineCallbacks
 def run_pre_compaction_extraction(script, character, max_iterations=None):
     """Let the assistant journal the facts of its history before it is compacted.
@@ -87,8 +80,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
     if config["pre_compact_prompt"]:
         context.component_overrides.update(system_prompt_override(config["pre_compact_prompt"]))
     entries_before = count_entries(character)
-    set_extraction_signal(script, True)
-    script.ndb.extracting = True
+    script.ndb.extracting = True  # the pre_compaction signal (AssistantScript.context_signals)
     loops = []
     try:
         # One run per audience, each shown only its own messages: what was whispered is
@@ -116,7 +108,6 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         logger.log_trace(f"AI {script.label}: pre-compaction extraction failed")
         return not_run(f"extraction failed: {err}")
     finally:
-        set_extraction_signal(script, False)
         script.ndb.extracting = False
     facts = count_entries(character) - entries_before
     return {

@@ -133,18 +133,21 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
         self.assertEqual(sent[-1], {"role": "user", "content": EXTRACTION_INSTRUCTION})
         self.assertIn("Mirkwood", " ".join(m.get("content") or "" for m in sent))
 
+    def signal(self):
+        return self.script.context_signals()["pre_compaction"]
+
     def test_the_signal_is_set_during_extraction_and_cleared_after(self):
-        during = During(lambda: self.script.db.context_signals["pre_compaction"], "late answer")
+        during = During(self.signal, "late answer")
         self.run_scripted(during)
         self.assertIs(during.result(), True)
-        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+        self.assertIs(self.signal(), False)
 
     @override_settings(AI_LLM_MAX_RETRIES=0)
     def test_the_signal_is_cleared_on_failure_too(self):
         result, _ = self.run_scripted(ValueError("model down"))
         self.assertFalse(result["success"])
         self.assertEqual(result["stop_reason"], "llm_error")
-        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+        self.assertIs(self.signal(), False)
 
     def test_the_signal_is_cleared_when_the_loop_raises(self):
         from unittest.mock import patch
@@ -153,16 +156,17 @@ class TestStopConditionsAndSignal(ExtractionTestCase):
             with patch("ai.sleep.extraction.logger.log_trace"):
                 result = self.extract()
         self.assertEqual(result["reason"], "extraction failed: bug")
-        self.assertIs(self.script.db.context_signals["pre_compaction"], False)
+        self.assertIs(self.signal(), False)
 
-    def test_a_reload_during_extraction_clears_the_signal_at_server_start(self):
+    def test_a_reload_during_extraction_leaves_no_signal_set(self):
         from evennia.scripts.models import ScriptDB
 
         def reload():
-            # The reload drops the running extraction; the server start that follows runs
-            # every script's at_server_start.
+            # A reload ends the process and the extraction with it: the new process starts
+            # every script (at_server_start) with nothing in ndb.
+            self.script.ndb.extracting = None
             ScriptDB.objects.update_scripts_after_server_start()
-            return self.script.db.context_signals["pre_compaction"]
+            return self.signal()
 
         during = During(reload, "late answer")
         self.run_scripted(during)
