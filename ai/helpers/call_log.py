@@ -4,12 +4,8 @@ The calls of a context that records history leave their messages there, marked w
 context (``metadata["context"]``); those of the others (``pre_compaction``, ``reflection``,
 ``sleep_consolidate``, a sub-agent...) leave nothing in it. This log keeps the last
 ``RUNS_KEPT`` loop runs of every context for ``aihistory``: small state on the script,
-bounded, written once per run that called the model, as one JSON text (a list of dicts
-stored as such is converted and pickled item by item by Evennia's attributes: 4 ms of
-every tick, ``bench/tick_cost.py``).
+bounded, written once per run that called the model.
 """
-
-import json
 
 from django.utils import timezone
 
@@ -23,7 +19,7 @@ def note_run(script, context_type, calls, stop_reason, audience=None):
     """
     if not calls:
         return
-    runs = recent_runs(script)[-(RUNS_KEPT - 1) :]
+    runs = list(script.db.model_runs or [])[-(RUNS_KEPT - 1) :]
     runs.append(
         {
             "at": timezone.now().isoformat(),
@@ -33,11 +29,9 @@ def note_run(script, context_type, calls, stop_reason, audience=None):
             "audience": audience,
         }
     )
-    script.db.model_runs = json.dumps(runs)
+    script.db.model_runs = runs
 
 
 def recent_runs(script):
-    """Return the kept runs of ``script``, oldest first (see ``note_run``); a log kept as a
-    list, as before, reads as well."""
-    kept = script.db.model_runs or []
-    return json.loads(kept) if isinstance(kept, str) else [dict(run) for run in kept]
+    """Return the kept runs of ``script``, oldest first (see ``note_run``)."""
+    return list(script.db.model_runs or [])

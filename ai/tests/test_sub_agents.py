@@ -8,7 +8,6 @@ and the turn's next call.
 from django.test import override_settings
 
 from ai.commands import CmdAiHistory
-from ai.helpers.call_log import recent_runs
 from ai.helpers.journal import add_entry, journal_entries
 from ai.prompt_contexts import CONTEXT_REFLECTION
 from ai.tool_execution import run_react_loop, run_sub_agent
@@ -273,6 +272,3 @@ class TestAiHistory(AssistantCommandTestCase):
         self.assertTrue(all(len(line) <= 78 for line in shown.splitlines()), shown)
         calls = self.call(CmdAiHistory(), "/calls Helper")
         self.assertIn("tick_event: 1 call, max_iterations", calls)
-        # A log kept as a list, before it was kept as one JSON text, reads the same.
-        self.script.db.model_runs = recent_runs(self.script)
-        self.assertEqual(self.call(CmdAiHistory(), "/calls Helper"), calls)
