@@ -20,10 +20,15 @@ Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``)
 - ``autonomous``: the tick that works on an active goal's step (the offline engine closes
   it: ``complete_goal``, then ``noop``), a fresh step given untimed before each tick.
 
+And ``parts``: two checks of a turn at 2,000 messages, each done both ways in the same
+run (the token pressure of its signals: the frame rendered again, or the tick's measure
+with history read again; the goals component of an assistant without goals: the goal tree
+read, or the kept answer), so that their ratio holds on a loaded machine.
+
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
 bench/tick_cost.py idle`` measures one part (``conversation``, ``idle``, ``reflection``,
-``autonomous``).
+``autonomous``, ``parts``).
 """
 
 import json
@@ -43,6 +48,8 @@ WARM_UP = 3
 TARGET_MS_AT_2000 = 10
 TARGET_SCALING = 1.5
 IDLE_HISTORY = 2000
+# Timed runs of each check that ``parts`` compares.
+PART_REPEATS = 50
 # Speakers of the entries a reflection tick rereads: each names several, so insights join them.
 SPEAKERS = ("Player1", "Player2", "Player3")
 
@@ -193,6 +200,36 @@ def measure_autonomous():
     return dict(summary(times), history=IDLE_HISTORY, calls_per_turn=result["loop"].iterations)
 
 
+def median_ms(work, repeats=PART_REPEATS):
+    """Return the median reactor-thread CPU milliseconds of ``work()`` (the first five untimed)."""
+    times = []
+    for _ in range(repeats + 5):
+        started = time.thread_time()
+        work()
+        times.append((time.thread_time() - started) * 1000)
+    return round(statistics.median(times[5:]), 3)
+
+
+def measure_parts():
+    """Return what a turn at 2,000 messages pays for two checks, done each way in one run:
+    its signals' token pressure (the frame rendered again, or the tick's measure with
+    history read again) and the goals component without a goal (the tree, or the kept
+    answer)."""
+    from ai.context_usage import measure_context, with_history_now
+    from ai.helpers.goals import goal_tree, has_active_goals
+
+    script, _ = prepared_assistant(IDLE_HISTORY)
+    character = script.obj
+    measured = measure_context(script, character)
+    return {
+        "history": IDLE_HISTORY,
+        "pressure_frame_rendered_again_ms": median_ms(lambda: measure_context(script, character)),
+        "pressure_history_read_again_ms": median_ms(lambda: with_history_now(script, measured)),
+        "goals_tree_read_ms": median_ms(lambda: goal_tree(character, None)),
+        "goals_kept_answer_ms": median_ms(lambda: has_active_goals(character)),
+    }
+
+
 @defer.inlineCallbacks
 def measure_all(parts):
     """Return ``{part: its figures}`` for the ``parts`` asked for."""
@@ -207,6 +244,8 @@ def measure_all(parts):
         report["reflection"] = yield measure_reflection()
     if "autonomous" in parts:
         report["autonomous"] = yield measure_autonomous()
+    if "parts" in parts:
+        report["parts"] = measure_parts()
     return report
 
 
@@ -230,8 +269,10 @@ def main(parts):
     idle = {key: measured[key] for key in ("idle", "reflection", "autonomous") if key in measured}
     if idle:
         report["idle_ticks"] = idle
+    if "parts" in measured:
+        report["turn_checks"] = measured["parts"]
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous"))
+    main(sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous", "parts"))
