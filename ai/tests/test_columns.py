@@ -6,6 +6,7 @@ channel's lines as Evennia renders them (after its ``[AIlog]`` prefix).
 Model speech is left out: a player's client wraps what was said, as Evennia's ``say``.
 """
 
+from evennia.utils import create
 from evennia.utils.ansi import strip_ansi
 from evennia.utils.utils import display_len
 
@@ -261,7 +262,9 @@ class TestConfirmationFits(ColumnsTestCase):
         self.script.set_config(
             "context_overrides", {"tick_event": {"dangerous_requires_confirm": True}}
         )
-        give = ("give", {"item": "the " + "very " * 30 + "old lantern", "recipient": PLAYER})
+        lantern = "the " + "very " * 30 + "old lantern"
+        create.create_object(key=lantern, location=self.assistant)  # a call that can run
+        give = ("give", {"item": lantern, "recipient": PLAYER})
         with ScriptedLLM([give], [give]) as llm:
             self.script.set_config("llm_model", llm.model)
             for _ in range(2):
