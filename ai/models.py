@@ -182,7 +182,7 @@ class JournalEntry(models.Model):
     timestamp = models.DateTimeField(default=timezone.now)
     content = NulSafeTextField()
     normalized = models.CharField(
-        max_length=64, db_index=True, help_text="Digest of the content, to find a repeat."
+        max_length=64, help_text="Digest of the content, to find a repeat."
     )
     source_type = models.CharField(max_length=32)
     importance = models.PositiveSmallIntegerField(default=5)
@@ -237,6 +237,8 @@ class JournalEntry(models.Model):
                 condition=Q(reflected=False),
                 name="ai_entry_unreflected_idx",
             ),
+            # A repeat of one journal's entry (``find_same``), read in id order from the index.
+            models.Index(fields=("db_object", "normalized"), name="ai_entry_normalized_idx"),
         ]
         constraints = [
             models.UniqueConstraint(fields=("db_object", "entry_id"), name="ai_entry_id_unique")
@@ -254,7 +256,10 @@ class JournalWord(models.Model):
     word = models.CharField(max_length=64)
 
     class Meta:
-        indexes = [models.Index(fields=("db_object_id", "word"), name="ai_journal_word_idx")]
+        # One word's entries newest first, so a search reads only as many as it takes.
+        indexes = [
+            models.Index(fields=("db_object_id", "word", "entry"), name="ai_journal_word_entry_idx")
+        ]
 
 
 class EntityObservation(models.Model):

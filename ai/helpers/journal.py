@@ -4,8 +4,9 @@ Entries follow the seeds' format: ``id``, ``timestamp``, ``content``, ``source_t
 ``importance`` (1-10) and ``tags``, plus ``source_message_ids`` naming the history messages
 an entry came from, for what was learned in private ``audience`` (who may hear it; see
 ``ai.audience``), and for an insight (source ``reflection``) ``cites``, the ids of the
-entries it came from (see ``ai.reflection``). Each write is bounded in size, and costs the same whatever the journal's
-length: one entry row and one row per distinct word (the index that search reads).
+entries it came from (see ``ai.reflection``). Each write is bounded in size, and costs the
+same whatever the journal's length: one entry row and one row per distinct word (the index
+that search reads).
 
 The active journal, which search and recall read, leaves out archived entries (moved out
 by the episodic prune, see ``helpers.episodic_index``); ``journal_entries`` lists them too.
@@ -15,7 +16,7 @@ import hashlib
 import itertools
 import re
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -27,6 +28,7 @@ from ..utils.faithfulness import check_summary, credits_speaker, read_transcript
 from ..utils.grounding import survives, transcript_words, unfounded
 from ..utils.markers import SYNTHESIS_MARKER
 from ..utils.message_format import one_line, read_event, summary_items
+from ..utils.raw_rows import select_rows
 from ..utils.sentences import sentences
 
 MAX_ENTRY_CHARS = 2000
@@ -223,14 +225,16 @@ def add_entry(
 
 def unique_id(character, wanted):
     """Return ``wanted``, or ``wanted_2``, ``wanted_3``... if the journal already has it."""
-    # Exact ids, which the index answers on any database: not LIKE, which SQLite cannot
-    # answer from an index, nor a range of ids, which holds the numbered ones only where
+    # Exact ids, which the unique index answers on any database: not LIKE, which SQLite
+    # cannot answer from an index, nor a range of ids, which holds the numbered ones only where
     # text sorts by code point (a linguistic collation, as PostgreSQL's often is, does not).
-    rows = JournalEntry.objects.filter(db_object_id=character.id)
+    # Plain SQL: the ORM orders by id, for which SQLite read every entry by the owner index.
+    where = f"db_object_id = %s AND entry_id IN ({', '.join(['%s'] * _IDS_ASKED)})"
     for start in itertools.count(1, _IDS_ASKED):
         numbers = range(start, start + _IDS_ASKED)
         wanted_ids = [f"{wanted}_{number}" if number > 1 else wanted for number in numbers]
-        taken = set(rows.filter(entry_id__in=wanted_ids).values_list("entry_id", flat=True))
+        params = [character.id, *wanted_ids]
+        taken = {entry_id for (entry_id,) in select_rows(JournalEntry, ["entry_id"], where, params)}
         free = [entry_id for entry_id in wanted_ids if entry_id not in taken]
         if free:
             return free[0]
@@ -272,18 +276,14 @@ def _sharing_words(character, wanted, include_archived):
     words = JournalWord.objects.filter(db_object_id=character.id)
     if not include_archived:
         words = words.filter(entry__archived=False)
-    counts = dict(
-        words.filter(word__in=wanted)
-        .values("word")
-        .annotate(n=Count("id"))
-        .values_list("word", "n")
-    )
-    if not counts:
+    # Holders are counted only as far as tells whether a word is common.
+    held = _holders(character, sorted(wanted), include_archived, _COMMON_WORD + 1)
+    if not held:
         return []
-    telling = [word for word, count in counts.items() if count <= _COMMON_WORD]
+    telling = [word for word, (count, _) in held.items() if count <= _COMMON_WORD]
     if not telling:
-        rarest = words.filter(word=min(counts, key=counts.get)).order_by("-entry_id")
-        return list(rarest.values_list("entry_id", flat=True)[:_CANDIDATES])
+        rarest = words.filter(word=_rarest(character, held, include_archived))
+        return list(rarest.order_by("-entry_id").values_list("entry_id", flat=True)[:_CANDIDATES])
     return list(
         words.filter(word__in=telling)
         .values("entry_id")
@@ -291,6 +291,42 @@ def _sharing_words(character, wanted, include_archived):
         .order_by("-shared", "-entry_id")
         .values_list("entry_id", flat=True)[:_CANDIDATES]
     )
+
+
+def _rarest(character, held, include_archived):
+    """Return the word of ``held`` (each held by more than ``_COMMON_WORD`` entries) that the
+    fewest entries hold, the first in order on a tie.
+
+    Counting a word reads all its holders: the likeliest rarest, whose newest holders reach
+    furthest back, is counted whole, the others only up to one past its count.
+    """
+    guess = min(held, key=lambda word: (held[word][1], word))
+    fewest, _ = _holders(character, [guess], include_archived).get(guess, (0, None))
+    others = _holders(character, sorted(set(held) - {guess}), include_archived, fewest + 1)
+    return min([(fewest, guess)] + [(count, word) for word, (count, _) in others.items()])[1]
+
+
+def _holders(character, words, include_archived, cap=None):
+    """Return ``{word: (count, oldest)}`` for those of ``words`` that entries hold: how many
+    do, counting the newest first and at most ``cap``, and the oldest entry counted.
+
+    One statement for all the words, in plain SQL: the ORM's query building costs more than
+    the query (see docs/benchmarks.md).
+    """
+    if not words:
+        return {}
+    quote = connection.ops.quote_name
+    active = f" JOIN {quote(JournalEntry._meta.db_table)} e ON e.id = w.entry_id AND NOT e.archived"
+    one = (
+        "SELECT MAX(word), COUNT(*), MIN(entry_id) FROM (SELECT w.word, w.entry_id FROM "
+        f"{quote(JournalWord._meta.db_table)} w{'' if include_archived else active} "
+        "WHERE w.db_object_id = %s AND w.word = %s ORDER BY w.entry_id DESC"
+        f"{'' if cap is None else ' LIMIT %s'}) newest"
+    )
+    params = [(character.id, word) + (() if cap is None else (cap,)) for word in words]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([one] * len(words)), [p for row in params for p in row])
+        return {word: (count, oldest) for word, count, oldest in cursor.fetchall() if count}
 
 
 def search_entries(
@@ -328,23 +364,28 @@ def search_entries(
         candidates = rows.order_by("-id")
     excluded = set(exclude_sources)
     ranked = []
-    for row in candidates.iterator():
-        if not may_hear(row.audience, audience):
+    # The columns scoring reads, not whole rows: building a model costs more than its query.
+    scored = candidates.values_list(
+        "id", "importance", "content", "tags", "audience", "source_message_ids"
+    )
+    for row_id, importance, content, tags, heard_by, sources in scored.iterator():
+        if not may_hear(heard_by, audience):
             continue
-        sources = set(row.source_message_ids or ())
+        sources = set(sources or ())
         if sources and sources <= excluded:
             continue
         if not (query and query.strip()):
-            ranked.append(((row.id,), row))
+            ranked.append(((row_id,), row_id))
             if len(ranked) >= limit:
                 break
             continue
-        text = " ".join([row.content, *(row.tags or ())]).lower()
+        text = " ".join([content, *(tags or ())]).lower()
         score = len(wanted & shared_words(text)) + (query.strip().lower() in text)
         if score:
-            ranked.append(((score, row.importance, row.id), row))
+            ranked.append(((score, importance, row_id), row_id))
     ranked.sort(key=lambda item: item[0], reverse=True)
-    return [as_entry(row) for _, row in ranked[:limit]]
+    best = JournalEntry.objects.in_bulk([row_id for _, row_id in ranked[:limit]])
+    return [as_entry(best[row_id]) for _, row_id in ranked[:limit]]
 
 
 def transcript_fact(fact, messages, assistant_name):

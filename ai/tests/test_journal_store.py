@@ -1,6 +1,7 @@
 """The journal's and the profiles' tables: the seeds' formats kept, old attributes moved in."""
 
 import importlib
+from unittest.mock import patch
 
 from django.apps import apps
 
@@ -66,6 +67,17 @@ class TestJournalTable(AssistantTestCase):
         self.assertEqual(best[0]["content"], "The ferry leaves from the north gate at nine.")
         newest = search_entries(self.assistant, "Who stands at the north gate?", 2)
         self.assertEqual(len(newest), 2, "common words alone still find entries")
+
+    def test_when_every_word_is_common_the_rarest_finds_the_candidates(self):
+        # "xray" is the rarer, though its newest holders do not reach as far back as
+        # "yankee"'s: it is counted, not guessed.
+        with patch("ai.helpers.journal._COMMON_WORD", 5):
+            for number in range(16):
+                add_entry(self.assistant, f"Yankee {number}.", "conversation")
+            for number in range(7):
+                add_entry(self.assistant, f"Xray {number}.", "conversation")
+            best = search_entries(self.assistant, "yankee xray", 1)
+        self.assertEqual(best[0]["content"], "Xray 6.")
 
     def test_a_repeat_is_found_whatever_its_case_and_end_stop(self):
         add_entry(self.assistant, "Bob runs the forge.", "conversation")
