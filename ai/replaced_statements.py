@@ -25,8 +25,7 @@ _COMPARED = 8192
 def without_replaced(messages):
     """Return ``messages`` with each summary's kept statements that a later message replaces
     left out (the changed messages are copies)."""
-    # Only summaries keep statements: the others are not read (2,000 messages a prompt).
-    said = [_kept_statements(m) if m.get("role") == "system" else [] for m in messages]
+    said = [_kept_statements(message) for message in messages]
     if not any(said):
         return messages
     result = list(messages)

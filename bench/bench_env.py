@@ -9,8 +9,10 @@ rather than ``:memory:``. Evennia's default settings name ``typeclasses.*`` and
 import atexit
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 import types
 
 SETTINGS_MODULE = "bench_settings"
@@ -76,3 +78,14 @@ def new_assistant(key="Helper"):
     return create.create_object(
         "ai.assistant_character.AssistantCharacter", key=key, location=room, home=room
     )
+
+
+def median_cpu_ms(call, repeats, warm_up=0):
+    """Return the median thread CPU milliseconds of ``repeats`` calls ``call(rep)``, after
+    ``warm_up`` untimed ones (``rep`` counts every call, warm-up included)."""
+    times = []
+    for rep in range(warm_up + repeats):
+        started = time.thread_time()
+        call(rep)
+        times.append((time.thread_time() - started) * 1000)
+    return round(statistics.median(times[warm_up:]), 3)

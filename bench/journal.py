@@ -13,10 +13,8 @@ bench/journal.py`` to measure this checkout rather than the installed ``ai``.
 """
 
 import json
-import statistics
-import time
 
-from bench_env import new_assistant, setup_evennia
+from bench_env import median_cpu_ms, new_assistant, setup_evennia
 
 SIZES = (100, 1000, 20000, 100000)
 REPS = 30
@@ -65,16 +63,6 @@ def fill(character, start, stop):
             )
 
 
-def median_ms(call, reps=REPS):
-    """Return the median thread CPU milliseconds of ``reps`` calls of ``call(rep)``."""
-    times = []
-    for rep in range(reps):
-        started = time.thread_time()
-        call(rep)
-        times.append((time.thread_time() - started) * 1000)
-    return round(statistics.median(times), 3)
-
-
 def main():
     setup_evennia()
     from ai.helpers.journal import add_entry, search_entries
@@ -84,12 +72,14 @@ def main():
     for size in SIZES:
         fill(character, filled, size)
         filled = size
-        add_ms = median_ms(
-            lambda rep: add_entry(character, f"Ivo said the kiln {rep} heats at dawn.", "bench")
+        add_ms = median_cpu_ms(
+            lambda rep: add_entry(character, f"Ivo said the kiln {rep} heats at dawn.", "bench"),
+            REPS,
         )
         filled += REPS
-        search_ms = median_ms(
-            lambda rep: search_entries(character, f"Where is the ferry number {rep * 7}?", 3)
+        search_ms = median_cpu_ms(
+            lambda rep: search_entries(character, f"Where is the ferry number {rep * 7}?", 3),
+            REPS,
         )
         results.append({"entries": size, "add_entry_ms": add_ms, "search_ms": search_ms})
     at_20000 = next(row for row in results if row["entries"] == 20000)

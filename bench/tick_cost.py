@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 
-from bench_env import new_assistant, setup_evennia
+from bench_env import median_cpu_ms, new_assistant, setup_evennia
 from compaction import MODEL, fill_history, history_rows
 from play import run_in_reactor
 from twisted.internet import defer
@@ -200,16 +200,6 @@ def measure_autonomous():
     return dict(summary(times), history=IDLE_HISTORY, calls_per_turn=result["loop"].iterations)
 
 
-def median_ms(work, repeats=PART_REPEATS):
-    """Return the median reactor-thread CPU milliseconds of ``work()`` (the first five untimed)."""
-    times = []
-    for _ in range(repeats + 5):
-        started = time.thread_time()
-        work()
-        times.append((time.thread_time() - started) * 1000)
-    return round(statistics.median(times[5:]), 3)
-
-
 def measure_parts():
     """Return what a turn at 2,000 messages pays for two checks, done each way in one run:
     its signals' token pressure (the frame rendered again, or the tick's measure with
@@ -221,13 +211,14 @@ def measure_parts():
     script, _ = prepared_assistant(IDLE_HISTORY)
     character = script.obj
     measured = measure_context(script, character)
-    return {
-        "history": IDLE_HISTORY,
-        "pressure_frame_rendered_again_ms": median_ms(lambda: measure_context(script, character)),
-        "pressure_history_read_again_ms": median_ms(lambda: with_history_now(script, measured)),
-        "goals_tree_read_ms": median_ms(lambda: goal_tree(character, None)),
-        "goals_kept_answer_ms": median_ms(lambda: has_active_goals(character)),
+    checks = {
+        "pressure_frame_rendered_again_ms": lambda _: measure_context(script, character),
+        "pressure_history_read_again_ms": lambda _: with_history_now(script, measured),
+        "goals_tree_read_ms": lambda _: goal_tree(character, None),
+        "goals_kept_answer_ms": lambda _: has_active_goals(character),
     }
+    timed = {name: median_cpu_ms(check, PART_REPEATS, warm_up=5) for name, check in checks.items()}
+    return {"history": IDLE_HISTORY, **timed}
 
 
 @defer.inlineCallbacks
