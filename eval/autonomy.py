@@ -445,18 +445,18 @@ def play_runs(plan, model, options, settings, watchdog, timer, runs_dir=real_mod
             real_model.listen(player, observed, assistant)
         script = assistant.assistant_script
         watch = DangerWatch(script, thing, scenario.owner, builder, observed)
-        started, first_call = time.monotonic(), len(timer.seconds)
+        started, first_call = time.monotonic(), len(timer.calls)
         head = dict(real_model.run_record(conversation, model, settings), scenario="autonomy")
         try:
             goal = yield play_scenario(scenario, script, players, watchdog, watch, observed)
         except real_model.EvaluationStopped as stop:
-            real_model.save(dict(head, aborted=str(stop)), runs_dir)
+            real_model.save(dict(head, aborted=str(stop)), runs_dir, timer.calls[first_call:])
             raise
         calls = timer.seconds[first_call:]
         minutes = _minutes(started)
         record = dict(head, **measure(scenario, script, goal, thing, observed, calls, minutes))
         record["missed"] = report(record)
-        real_model.save(record, runs_dir)
+        real_model.save(record, runs_dir, timer.calls[first_call:])
         records.append(record)
     return records
 

@@ -122,10 +122,16 @@ class Watchdog:
 
 
 class CallTimer:
-    """Times every litellm call (a litellm callback: the model boundary, not the product)."""
+    """Times and keeps every litellm call: what was sent, and the reply (a litellm callback:
+    the model boundary, not the product). A run's calls are saved beside its record."""
 
     def __init__(self):
-        self.seconds = []
+        self.calls = []
+
+    @property
+    def seconds(self):
+        """Return each call's duration in seconds, in the order of the calls."""
+        return [call["seconds"] for call in self.calls]
 
     def install(self):
         """Register with litellm; return self."""
@@ -137,13 +143,31 @@ class CallTimer:
 
         class _Logger(CustomLogger):
             def log_success_event(self, kwargs, response_obj, start_time, end_time):
-                timer.seconds.append((end_time - start_time).total_seconds())
+                timer.calls.append(
+                    {
+                        "seconds": (end_time - start_time).total_seconds(),
+                        "messages": kwargs.get("messages"),
+                        "tools": [
+                            tool.get("function", {}).get("name")
+                            for tool in kwargs.get("optional_params", {}).get("tools") or ()
+                        ],
+                        "reply": _reply_of(response_obj),
+                    }
+                )
 
             log_failure_event = log_success_event
 
         litellm = load_litellm()
         litellm.callbacks = [*litellm.callbacks, _Logger()]
         return self
+
+
+def _reply_of(response):
+    """Return the message of a litellm response as a dict (None for a failed call)."""
+    try:
+        return response.choices[0].message.model_dump()
+    except (AttributeError, IndexError, TypeError):
+        return None
 
 
 def listen(player, run, assistant):
@@ -448,21 +472,21 @@ def play_runs(plan, model, options, settings, watchdog, timer, runs_dir=RUNS_DIR
         run = Run(conversation)
         for player in players.values():
             listen(player, run, assistant)
-        started, first_call = time.monotonic(), len(timer.seconds)
+        started, first_call = time.monotonic(), len(timer.calls)
         try:
             yield converse(players, assistant, run, watchdog)
         except EvaluationStopped as stop:
             record = run_record(conversation, model, settings, aborted=str(stop))
-            save(record, runs_dir)
+            save(record, runs_dir, timer.calls[first_call:])
             raise
         record = run_record(conversation, model, settings)
         record.update(measure(run, assistant, timer.seconds[first_call:], _minutes(started)))
         if not any(turn.status == "replied" for turn in run.turns):
             record = run_record(conversation, model, settings, aborted="no tick replied")
-            save(record, runs_dir)
+            save(record, runs_dir, timer.calls[first_call:])
             raise EvaluationStopped("no tick replied: the run measured nothing")
         record["missed"] = report(record)
-        save(record, runs_dir)
+        save(record, runs_dir, timer.calls[first_call:])
         records.append(record)
     return records
 
@@ -485,14 +509,18 @@ def run_record(conversation, model, settings, aborted=None):
     return record
 
 
-def save(record, runs_dir):
-    """Write ``record`` to ``<runs_dir>/<stamp>-<seed>.json``; return the path."""
+def save(record, runs_dir, calls=None):
+    """Write ``record`` to ``<runs_dir>/<stamp>-<seed>.json``, and the run's model ``calls``
+    (see ``CallTimer``) beside it as ``.calls.json``; return the record's path."""
     os.makedirs(runs_dir, exist_ok=True)
     name = record["seed"] if record["seed"] is not None else record["conversation"]
     path = os.path.join(runs_dir, f"{record['stamp']}-{name}.json")
     with open(path, "w") as handle:
         json.dump(record, handle, indent=1)
     print(f"run written to {path}")
+    if calls:
+        with open(path[: -len(".json")] + ".calls.json", "w") as handle:
+            json.dump(calls, handle, indent=1, default=str)
     return path
 
 

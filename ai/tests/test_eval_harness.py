@@ -367,6 +367,35 @@ class HarnessTest(BaseEvenniaTest):
         self.assertEqual(self.saved()["metrics"], run["metrics"])
         self.assertEqual(run["metrics"]["intentions"], 0)
 
+    def test_a_runs_model_calls_are_saved_beside_it(self):
+        from ai.litellm_loader import load_litellm
+
+        litellm = load_litellm()
+        before = list(litellm.callbacks)
+        self.addCleanup(setattr, litellm, "callbacks", before)
+        timer = self.real_model.CallTimer().install()
+        plan = [conversations.generate(3, self.shape)]
+        settings = {"window": 4096, "strategy": None, "layout": None}
+        with redirect_stdout(io.StringIO()):
+            wait_for(
+                self.real_model.play_runs(
+                    plan,
+                    "offline/assistant",
+                    {},
+                    settings,
+                    self.real_model.Watchdog(),
+                    timer,
+                    self.runs_dir,
+                )
+            )
+        (calls_file,) = [name for name in os.listdir(self.runs_dir) if ".calls." in name]
+        with open(os.path.join(self.runs_dir, calls_file)) as handle:
+            calls = json.load(handle)
+        self.assertTrue(calls, "no call was kept")
+        sent = json.dumps([call["messages"] for call in calls])
+        self.assertIn(plan[0].opening[0].text, sent)
+        self.assertTrue(any(call["reply"] for call in calls), "no reply was kept")
+
 
 @WITH_THIS_APP
 @override_settings(AI_LLM_MAX_RETRIES=0)

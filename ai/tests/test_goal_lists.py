@@ -35,6 +35,16 @@ class TestShapes(TestCase):
         reply = "- #16a Find the <thing>\n- #16b Ask <name> about it\n- #16c Bring it back"
         self.assertEqual(sub_goal_items(reply), STEPS)
 
+    def test_numbers_after_bullets_under_a_numbered_first_line(self):
+        # Qwen2.5-Coder-1.5B wrote its steps so; read as one numbered line with bullets
+        # under it as details, the reply gave one sub-goal and was refused.
+        reply = "#1. Find the <thing>\n- #2. Ask <name> about it\n- #3. Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
+        reply = "1. Find the <thing>\n* 2) Ask <name> about it\n\u2022 3. Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
+        reply = "1. Find the <thing>\n- 2 of them are here\n2. Ask <name> about it"
+        self.assertEqual(sub_goal_items(reply), STEPS[:2])
+
     def test_a_json_list_of_strings_in_a_code_fence(self):
         reply = '```json\n["Find the <thing>", "Ask <name> about it", "Bring it back"]\n```'
         self.assertEqual(sub_goal_items(reply), STEPS)

@@ -13,10 +13,11 @@ import re
 
 from .sentences import sentences
 
-# "1. ", "1) ", "(1) ", "#1. ", "#1 ", "Step 1: ", "Sub-goal 1 - ", "- ", "* ", "+ ", "• ".
+# "1. ", "1) ", "(1) ", "#1. ", "#1 ", "Step 1: ", "Sub-goal 1 - ", a number also after a
+# bullet ("- #2. ", which Qwen2.5-Coder-1.5B wrote under a "#1. " line); "- ", "* ", "+ ", "• ".
 _NUMBERED = re.compile(
-    r"^\s*(?:\(?#?\d{1,3}[.):]|#\d{1,3}\b|(?:step|sub-?goal|goal|task)\s*#?\d{1,3}\s*[.):\-]?)"
-    r"\s*(?=\S)",
+    r"^\s*(?:(?:[-*+\u2022]\s*)?(?:\(?#?\d{1,3}[.):]|#\d{1,3}\b)"
+    r"|(?:step|sub-?goal|goal|task)\s*#?\d{1,3}\s*[.):\-]?)\s*(?=\S)",
     re.I,
 )
 _BULLETED = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
