@@ -175,6 +175,11 @@ def missing_memories(memory, memory_ids):
     return [memory_id for memory_id in memory_ids if memory.get(memory_id) is None]
 
 
+def restore_memories(memory, namespace, items):
+    """Add each ``(text, metadata)`` of ``items`` as a memory again; return the new ids."""
+    return [add_memory(memory, namespace, text, metadata) for text, metadata in items]
+
+
 def delete_memories(memory, memory_ids):
     """Delete ``memory_ids`` from Mem0 (those already gone are skipped)."""
     for memory_id in memory_ids:

@@ -4,7 +4,7 @@
 
 1. ``consolidate_memories_to_semantic``: new journal entries into long-term memory (Mem0);
 2. ``run_entity_consolidation_batch``: new observations merged into entity profiles;
-3. ``prune_orphaned_memory_links``: links whose memory or entry is gone;
+3. ``repair_memory_links``: links whose entry is gone pruned, lost memories restored;
 4. ``prune_low_importance_entries``: old, unimportant, consolidated entries archived;
 5. ``clear_stale_conversations``: working memory of conversations that ended;
 6. ``compact_conversation_history`` with the assistant's ``compact_strategy``, when the
@@ -30,7 +30,7 @@ from .common import is_stuck, record_outcome, skipped, start_threshold
 from .compaction import compact_conversation_history
 from .consolidation import (
     consolidate_memories_to_semantic,
-    prune_orphaned_memory_links,
+    repair_memory_links,
     review_new_memories,
 )
 from .escalation import what_is_too_large
@@ -76,7 +76,7 @@ def run_sleep_tick(script, character):
         (
             "orphaned_link_cleanup",
             memory_off,
-            lambda: prune_orphaned_memory_links(script, character, batch),
+            lambda: repair_memory_links(script, character, batch),
         ),
         ("episodic_prune", None, lambda: prune_low_importance_entries(script, character)),
         ("stale_conversation_cleanup", None, lambda: clear_stale_conversations(script, character)),

@@ -1,4 +1,4 @@
-"""Journal -> long-term memory: consolidation into Mem0, its review, orphaned links.
+"""Journal -> long-term memory: consolidation into Mem0, its review, the links' repair.
 
 Each step takes one bounded batch per dreaming tick: a few database reads and one
 transaction in the reactor thread, every Mem0 call in one call to the memory worker. A
@@ -7,18 +7,31 @@ memory is added and names the memory's ``link`` in Mem0, so the next batch finds
 added just before the reload instead of adding it again.
 """
 
+from django.db import transaction
 from twisted.internet import defer
 
-from ..helpers.memory_links import count_unconsolidated, entries_to_consolidate
+from ..helpers.memory_links import (
+    count_unconsolidated,
+    entries_to_consolidate,
+    memory_metadata,
+    memory_namespace,
+)
 from ..models import MemoryLink
 from ..prompt_contexts import CONTEXT_SLEEP_CONSOLIDATE, get_context_config
-from ..semantic_memory import WORKER, delete_memories, missing_memories, remember
+from ..semantic_memory import (
+    WORKER,
+    delete_memories,
+    missing_memories,
+    remember,
+    restore_memories,
+)
 from ..tool_execution import run_react_loop
 
 # New memories one sleep_consolidate run is shown at most.
 MAX_REVIEWED = 20
-# Links checked per dreaming tick, per link it may delete: checking is cheap, deleting is not.
-CHECKED_PER_PRUNED = 5
+# Links checked per dreaming tick, per link it may prune or restore: checking is cheap,
+# deleting and embedding anew are not.
+CHECKED_PER_REPAIRED = 5
 
 
 @defer.inlineCallbacks
@@ -40,41 +53,53 @@ def consolidate_memories_to_semantic(script, character, batch_size):
 
 
 @defer.inlineCallbacks
-def prune_orphaned_memory_links(script, character, batch_size):
-    """Drop up to ``batch_size`` links whose memory or journal entry is gone.
+def repair_memory_links(script, character, batch_size):
+    """Prune or restore up to ``batch_size`` links whose entry or memory is gone.
 
-    A link whose entry was deleted takes its memory with it (the fact was withdrawn); a
-    link whose memory Mem0 no longer holds is deleted. Links are checked in turn, five
-    times ``batch_size`` per tick, from where the last tick stopped
+    A link whose journal entry was deleted is pruned with its memory (the fact was
+    withdrawn). A link whose memory the store no longer holds (its files were lost, or the
+    game switched ``AI_MEMORY_VECTOR_STORE``) gets its memory again from its own text: the
+    contrib's tables are the source of truth, so nothing is forgotten. Links are checked in
+    turn, five times ``batch_size`` per tick, from where the last tick stopped
     (``script.db.memory_link_cursor``).
 
     Returns:
-        Deferred: Fires with ``checked`` and ``pruned_link_ids``.
+        Deferred: Fires with ``checked``, ``pruned_link_ids`` and ``restored_link_ids``.
     """
     links = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
     cursor = script.db.memory_link_cursor or 0
     batch = list(
         links.filter(id__gt=cursor)
         .order_by("id")
-        .values_list("id", "memory_id", "entry_id")[: batch_size * CHECKED_PER_PRUNED]
+        .values_list("id", "memory_id", "entry_id")[: batch_size * CHECKED_PER_REPAIRED]
     )
     if not batch:
         script.db.memory_link_cursor = 0
-        return {"checked": 0, "pruned_link_ids": []}
+        return {"checked": 0, "pruned_link_ids": [], "restored_link_ids": []}
     checked = [memory_id for _, memory_id, entry_id in batch if entry_id is not None]
     missing = set((yield WORKER.call(missing_memories, checked)) if checked else ())
-    orphans = [link for link in batch if link[2] is None or link[1] in missing]
-    if len(orphans) > batch_size:  # the rest wait for the next tick
-        orphans = orphans[:batch_size]
-        batch = [link for link in batch if link[0] <= orphans[-1][0]]
-    withdrawn = [memory_id for _, memory_id, entry_id in orphans if entry_id is None]
-    if withdrawn:
-        yield WORKER.call(delete_memories, withdrawn)
-    pruned = [link_id for link_id, _, _ in orphans]
+    broken = [link for link in batch if link[2] is None or link[1] in missing]
+    if len(broken) > batch_size:  # the rest wait for the next tick
+        broken = broken[:batch_size]
+        batch = [link for link in batch if link[0] <= broken[-1][0]]
+    pruned = [(link_id, memory_id) for link_id, memory_id, entry_id in broken if not entry_id]
     if pruned:
-        MemoryLink.objects.filter(id__in=pruned).delete()
+        yield WORKER.call(delete_memories, [memory_id for _, memory_id in pruned])
+        MemoryLink.objects.filter(id__in=[link_id for link_id, _ in pruned]).delete()
+    lost = MemoryLink.objects.filter(id__in=[link[0] for link in broken if link[2]])
+    lost = list(lost.select_related("entry").order_by("id"))
+    if lost:
+        items = [(link.text, memory_metadata(link)) for link in lost]
+        restored = yield WORKER.call(restore_memories, memory_namespace(character), items)
+        with transaction.atomic():
+            for link, memory_id in zip(lost, restored):
+                MemoryLink.objects.filter(id=link.id).update(memory_id=memory_id)
     script.db.memory_link_cursor = batch[-1][0]
-    return {"checked": len(batch), "pruned_link_ids": pruned}
+    return {
+        "checked": len(batch),
+        "pruned_link_ids": [link_id for link_id, _ in pruned],
+        "restored_link_ids": [link.id for link in lost],
+    }
 
 
 @defer.inlineCallbacks

@@ -65,6 +65,7 @@ SUMMED = {
     "orphaned_link_cleanup": (
         ("checked", amount("checked"), "link checked", "links checked"),
         ("pruned", amount("pruned_link_ids"), "pruned", "pruned"),
+        ("restored", amount("restored_link_ids"), "memory restored", "memories restored"),
     ),
     "episodic_prune": (("archived", amount("archived"), "entry archived", "entries archived"),),
     "stale_conversation_cleanup": (

@@ -1,6 +1,7 @@
 """Long-term memory on real Mem0 (local FAISS and embedder): consolidation, recall,
 facts that change, privacy, the memory tools and a reload mid-consolidation."""
 
+import tempfile
 from datetime import timedelta
 from importlib import import_module
 from unittest.mock import patch
@@ -22,7 +23,7 @@ from ai.semantic_memory import WORKER, add_memory, recall
 from ai.sleep import run_sleep_tick
 from ai.sleep.consolidation import (
     consolidate_memories_to_semantic,
-    prune_orphaned_memory_links,
+    repair_memory_links,
 )
 from ai.tools import ToolContext, execute_tool
 from ai.utils.facts import replaces
@@ -366,38 +367,64 @@ class TestPrivateMemories(MemoryTestCase):
         )
 
 
-class TestOrphanedLinks(MemoryTestCase):
-    def test_links_of_deleted_entries_and_vanished_memories_are_pruned(self):
+class TestLinkRepair(MemoryTestCase):
+    def test_a_link_whose_entry_was_deleted_is_pruned_with_its_memory(self):
         self.journal("The ferry leaves at noon.")
         self.journal("The inn has no rooms left.")
         self.consolidate()
         ferry, inn = MemoryLink.objects.order_by("id")
         JournalEntry.objects.filter(id=ferry.entry_id).delete()  # a builder withdrew it
-        wait_for(WORKER.call(lambda memory: memory.delete(inn.memory_id)))
-        result = wait_for(prune_orphaned_memory_links(self.script, self.assistant, 10))
-        self.assertEqual(sorted(result["pruned_link_ids"]), sorted([ferry.id, inn.id]))
-        self.assertFalse(MemoryLink.objects.exists())
-        self.assertEqual(stored_memories(self.assistant), [])
+        result = wait_for(repair_memory_links(self.script, self.assistant, 10))
+        self.assertEqual(result["pruned_link_ids"], [ferry.id])
+        self.assertEqual(list(MemoryLink.objects.all()), [inn])
+        self.assertEqual(stored_memories(self.assistant), ["The inn has no rooms left."])
+
+    def test_a_memory_the_store_lost_is_restored_from_its_link(self):
+        self.journal("The ferry leaves at noon.")
+        self.consolidate()
+        link = MemoryLink.objects.get()
+        wait_for(WORKER.call(lambda memory: memory.delete(link.memory_id)))
+        result = wait_for(repair_memory_links(self.script, self.assistant, 10))
+        self.assertEqual((result["pruned_link_ids"], result["restored_link_ids"]), ([], [link.id]))
+        self.assertEqual(stored_memories(self.assistant), ["The ferry leaves at noon."])
+        self.assertIn("noon", self.recall("When does the ferry leave?")[0]["text"])
+        self.assertNotEqual(MemoryLink.objects.get().memory_id, link.memory_id)
+
+    def test_a_whole_store_lost_comes_back_a_batch_a_tick_and_nothing_is_forgotten(self):
+        # As when the game's memory directory was lost, or AI_MEMORY_VECTOR_STORE changed.
+        whisperer = [self.char1.dbref]
+        for place in ("mill", "inn", "forge"):
+            self.journal(f"The {place} opens at dawn.", whisperer if place == "inn" else None)
+        self.consolidate()
+        with override_settings(AI_MEMORY_DIR=tempfile.mkdtemp(prefix="ai-lost-")):
+            self.assertEqual(stored_memories(self.assistant), [])
+            repair = lambda: wait_for(  # noqa: E731
+                repair_memory_links(self.script, self.assistant, 2)
+            )
+            self.assertEqual([len(repair()["restored_link_ids"]) for _ in range(3)], [2, 1, 0])
+            self.assertEqual(MemoryLink.objects.count(), 3)
+            self.assertEqual(len(stored_memories(self.assistant)), 3)
+            self.assertIn("mill", self.recall("When does the mill open?")[0]["text"])
+            heard = [hit["text"] for hit in self.recall("When does the inn open?")]
+            self.assertNotIn("The inn opens at dawn.", heard, "a whisper stays private")
+            heard = [hit["text"] for hit in self.recall("When does the inn open?", whisperer)]
+            self.assertIn("The inn opens at dawn.", heard)
 
     def test_links_are_checked_one_batch_at_a_time(self):
         for place in ("mill", "inn", "forge", "smithy", "bakery", "chapel", "dock"):
             self.journal(f"The {place} opens at dawn.")
         self.consolidate()
-        prune = lambda: wait_for(  # noqa: E731
-            prune_orphaned_memory_links(self.script, self.assistant, 1)
-        )
+        prune = lambda: wait_for(repair_memory_links(self.script, self.assistant, 1))  # noqa: E731
         self.assertEqual([prune()["checked"] for _ in range(4)], [5, 2, 0, 5])
         self.assertEqual(MemoryLink.objects.count(), 7)
 
-    def test_a_tick_deletes_at_most_one_batch_of_orphans_and_the_rest_follow(self):
+    def test_a_tick_prunes_at_most_one_batch_and_the_rest_follow(self):
         for place in ("mill", "inn", "forge"):
             self.journal(f"The {place} opens at dawn.")
         self.consolidate()
         links = list(MemoryLink.objects.order_by("id").values_list("id", flat=True))
         JournalEntry.objects.all().delete()
-        prune = lambda: wait_for(  # noqa: E731
-            prune_orphaned_memory_links(self.script, self.assistant, 2)
-        )
+        prune = lambda: wait_for(repair_memory_links(self.script, self.assistant, 2))  # noqa: E731
         self.assertEqual(prune()["pruned_link_ids"], links[:2])
         self.assertEqual(len(stored_memories(self.assistant)), 1)
         self.assertEqual(prune()["pruned_link_ids"], links[2:])
