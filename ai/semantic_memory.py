@@ -102,7 +102,11 @@ class MemoryWorker:
         key = json.dumps(config, sort_keys=True, default=str)
         if key not in self._memories:
             self._memories[key] = open_memory(config)
-        return function(self._memories[key], *args, **kwargs)
+        memory = self._memories[key]
+        try:
+            return function(memory, *args, **kwargs)
+        finally:
+            write_store_files(memory)
 
 
 def open_memory(config):
@@ -126,7 +130,33 @@ def open_memory(config):
     from mem0 import Memory
 
     os.makedirs(memory_dir(), exist_ok=True)
-    return Memory.from_config(config)
+    memory = Memory.from_config(config)
+    write_files_once_per_call(memory.vector_store)
+    return memory
+
+
+def write_files_once_per_call(store):
+    """Make a FAISS ``store`` write its files only when ``write_store_files`` asks.
+
+    Mem0's FAISS store rewrites its whole index and docstore on every add and delete (at
+    10,000 memories, 15 MB of index and the docstore's JSON each time); the worker asks once
+    per call instead, so a consolidation batch writes them once. A crash in the middle of a
+    call loses only that call's changes to the files, which the link repair restores.
+    """
+    from mem0.vector_stores.faiss import FAISS
+
+    if isinstance(store, FAISS):
+        store.write_files = store._save
+        store._save = lambda: setattr(store, "files_outdated", True)
+
+
+def write_store_files(memory):
+    """Write the files of ``memory``'s FAISS store if a change since the last write left
+    them outdated (see ``write_files_once_per_call``)."""
+    store = memory.vector_store
+    if getattr(store, "files_outdated", False):
+        store.files_outdated = False
+        store.write_files()
 
 
 WORKER = MemoryWorker()

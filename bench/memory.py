@@ -12,14 +12,17 @@ whether facts that changed are recalled by their current value.
    the maximum over five ticks of the reactor thread's CPU time (Mem0 runs on its worker
    and does not count), and in one more tick the longest the reactor went without turning
    (a 2 ms probe), i.e. the longest single hold.
-3. ``changed_facts``: an assistant on the offline engine hears facts, some changed once or
+3. ``index_writes``: beside the 10,000 memories, the memory worker's time (CPU and wall) to
+   add a batch of 20 with FAISS's files written after each add (Mem0's own store) and once
+   per worker call (the contrib's), three batches each, alternating.
+4. ``changed_facts``: an assistant on the offline engine hears facts, some changed once or
    twice later, through ticks, compactions and sleep cycles; then each fact's question is
    recalled from long-term memory alone, and the fact counts when the first memory that
    still holds carries the current value.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
-0 (a report, not a test). Run from the repository root:
-``make bench``.
+0 (a report, not a test). Run from the repository root: ``make bench``, or
+``python bench/memory.py index_writes`` (one measurement, after its 10,000 memories).
 """
 
 import json
@@ -236,6 +239,46 @@ def sleep_cycle(script):
 
 
 @defer.inlineCallbacks
+def measure_index_writes(character):
+    """Return the worker's CPU and wall time to add a batch of ``NEW_ENTRIES`` memories, with
+    the FAISS files written after each add and once per call (medians of three batches)."""
+    from ai.helpers.memory_links import memory_namespace
+    from ai.semantic_memory import WORKER, add_memory, write_store_files
+
+    namespace = memory_namespace(character)
+    metadata = {"link": "0", "entry": "", "audience": ""}
+
+    def add_batch(memory, label, after_each):
+        started, cpu = time.perf_counter(), time.thread_time()
+        for index in range(NEW_ENTRIES):
+            text = f"{PEOPLE[index % 8]} left {index} lamps at gate {label}."
+            add_memory(memory, namespace, text, metadata)
+            if after_each:
+                write_store_files(memory)
+        write_store_files(memory)
+        return time.thread_time() - cpu, time.perf_counter() - started
+
+    measured = {True: [], False: []}
+    for batch in range(3):
+        for after_each in (True, False):
+            label = f"{batch}{'e' if after_each else 'o'}"
+            measured[after_each].append((yield WORKER.call(add_batch, label, after_each)))
+
+    def medians(times):
+        return {
+            "cpu_ms": round(statistics.median(cpu for cpu, _ in times) * 1000, 1),
+            "wall_ms": round(statistics.median(wall for _, wall in times) * 1000, 1),
+        }
+
+    return {
+        "memories": max(SEARCH_SIZES),
+        "batch": NEW_ENTRIES,
+        "written_after_each_add": medians(measured[True]),
+        "written_once_per_call": medians(measured[False]),
+    }
+
+
+@defer.inlineCallbacks
 def measure_changed_facts():
     """Return, per question, whether long-term memory recalls the current value first."""
     from evennia.utils import create
@@ -280,27 +323,45 @@ def measure_changed_facts():
 
 @defer.inlineCallbacks
 def measure_all():
-    """Return the three measurements' results."""
+    """Return the four measurements' results."""
     character = new_assistant(key="Sage")
     character.assistant_script._stop_task()
     search = yield measure_search(character)
     ticks = yield measure_dreaming_tick(character)
+    writes = yield measure_index_writes(character)
     facts = yield measure_changed_facts()
-    return search, ticks, facts
+    return search, ticks, writes, facts
+
+
+@defer.inlineCallbacks
+def measure_index_writes_alone():
+    """Fill the memories ``index_writes`` is measured beside, then measure it."""
+    character = new_assistant(key="Sage")
+    character.assistant_script._stop_task()
+    yield fill_memories(character, 0, max(SEARCH_SIZES))
+    result = yield measure_index_writes(character)
+    return result
 
 
 def main():
     setup_evennia()
+    if sys.argv[1:] == ["index_writes"]:
+        measured = run_in_reactor(measure_index_writes_alone)
+        if isinstance(measured, Failure):
+            measured.raiseException()
+        print(json.dumps({"unit": "milliseconds", "index_writes": measured}, indent=2))
+        return
     measured = run_in_reactor(measure_all)
     if isinstance(measured, Failure):
         measured.raiseException()
-    search, ticks, facts = measured
+    search, ticks, writes, facts = measured
     right = sum(answer["right"] for answer in facts)
     at_10000 = next(row for row in search if row["memories"] == 10000)
     report = {
         "unit": "milliseconds",
         "search": search,
         "dreaming_tick": ticks,
+        "index_writes": writes,
         "changed_facts": facts,
         "targets": {
             "search_p50_ms_at_10000": at_10000["search_p50_ms"],

@@ -19,7 +19,7 @@ from ai.helpers.entity_context import (
 from ai.helpers.journal import add_entry
 from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
 from ai.models import EntityObservation, JournalEntry, MemoryLink
-from ai.semantic_memory import WORKER, add_memory, recall
+from ai.semantic_memory import WORKER, add_memory, memory_config, open_memory, recall
 from ai.sleep import run_sleep_tick
 from ai.sleep.consolidation import (
     consolidate_memories_to_semantic,
@@ -77,6 +77,18 @@ class TestConsolidation(MemoryTestCase):
         link = MemoryLink.objects.get(entry__entry_id=entry["id"])
         self.assertTrue(link.memory_id)
         self.assertEqual(link.entry.source_message_ids, [7, 8])
+
+    def test_a_batch_writes_the_index_files_once_and_they_hold_it_all(self):
+        store = wait_for(WORKER.call(lambda memory: memory.vector_store))
+        with patch.object(store, "write_files", wraps=store.write_files) as write_files:
+            for number in range(5):
+                self.journal(f"Crate {number} holds {number} apples.")
+            self.assertEqual(self.consolidate()["memories_added"], 5)
+        self.assertEqual(write_files.call_count, 1)
+        reopened = open_memory(memory_config())  # what a restarted server reads
+        namespace = memory_namespace(self.assistant)
+        found = reopened.get_all(filters={"user_id": namespace}, limit=100)["results"]
+        self.assertEqual(len(found), 5)
 
     def test_batches_are_bounded_and_resume(self):
         for number in range(5):
