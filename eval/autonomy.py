@@ -149,9 +149,11 @@ def grounded(text, cited):
 def judge_insights(assistant, insight_ids):
     """Return ``[(insight, sound)]``: sound when it cites real earlier entries of the
     assistant (no insight of the same reflection), copies no entry of the journal (cited
-    or not) nor the reflection's instruction, and shares a word with what it cites."""
+    or not) nor the reflection's instruction, shares a word with what it cites, and is
+    no tool call or code."""
     from ai.helpers.journal import journal_entries
     from ai.reflection import LISTING_TASK
+    from ai.utils.text_tool_calls import looks_like_markup
 
     entries = {entry["id"]: entry for entry in journal_entries(assistant)}
     journal = [entry["content"] for i, entry in entries.items() if i not in insight_ids]
@@ -165,7 +167,8 @@ def judge_insights(assistant, insight_ids):
         texts = [entries[c]["content"] for c in cites if c in entries]
         text = insight["content"]
         copied = copies(text, journal) or parrots(text, LISTING_TASK)
-        judged.append((insight, real and not copied and grounded(text, texts)))
+        sound = real and not copied and grounded(text, texts) and not looks_like_markup(text)
+        judged.append((insight, sound))
     return judged
 
 

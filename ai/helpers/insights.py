@@ -18,6 +18,7 @@ from ..models import JournalEntry
 from ..utils.echo import is_echo
 from ..utils.facts import plain_words, telling_words
 from ..utils.sentences import stated_lines
+from ..utils.text_tool_calls import looks_like_markup
 from .idle_checks import PENDING_IMPORTANCE, forget, remembered
 from .journal import INSIGHT_SOURCE, add_entry, digest, find_same
 
@@ -177,14 +178,15 @@ def write_stated_insights(character, texts, offered, audience):
     Generative Agents read their reflections' insights from text; Qwen2.5-Coder-1.5B, asked
     for calls, often wrote them as prose ("These entries together suggest a pattern in
     <name>'s ..."). Each line of a text answer (list marks removed; no question, no line of
-    fewer than ``STATED_MIN_WORDS`` words) is an insight citing the shown entries it names
+    fewer than ``STATED_MIN_WORDS`` words, no call or code the parser could not read) is an
+    insight citing the shown entries it names
     by id, else those it shares words with, and passes the checks of
     :func:`write_insight`; a line they refuse, or one journaled already, is left out.
     """
     written = []
     for text in texts:
         for line in stated_lines(text, STATED_MIN_WORDS):
-            if find_same(character, line, audience):
+            if looks_like_markup(line) or find_same(character, line, audience):
                 continue
             cites = [entry_id for entry_id in offered if entry_id in line]
             try:

@@ -457,10 +457,11 @@ class AutonomyScenarioTest(BaseEvenniaTest):
                 ("This wraps up my reflection.", cited),  # nothing of what it cites
                 ("Bees: what do they tell you together? For each insight, call", cited),
                 ("Ada sells honey on Fridays", cited[:1]),  # a copy of what it does not cite
+                ('[add_journal_entry("Ada lives from her bees", importance 2)]', cited),  # markup
             )
         ]
         judged = self.autonomy.judge_insights(self.char1, [entry["id"] for entry in made])
-        self.assertEqual([ok for _, ok in judged], [True, False, False, False, False, False])
+        self.assertEqual([ok for _, ok in judged], [True] + [False] * 6)
 
     def test_a_run_on_the_offline_engine_is_measured_and_saved(self):
         printed = io.StringIO()

@@ -45,6 +45,13 @@ class TestShapes(TestCase):
         reply = "1. Find the <thing>\n- 2 of them are here\n2. Ask <name> about it"
         self.assertEqual(sub_goal_items(reply), STEPS[:2])
 
+    def test_numbers_under_the_goals_own(self):
+        # Qwen2.5-Coder-1.5B numbered the steps of goal #21 so; "1 " was left on each.
+        reply = "- #21.1 Find the <thing>\n- #21.2 Ask <name> about it\n- #21.3 Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
+        reply = "2.1. Find the <thing>\n2.2. Ask <name> about it\n2.3) Bring it back"
+        self.assertEqual(sub_goal_items(reply), STEPS)
+
     def test_a_json_list_of_strings_in_a_code_fence(self):
         reply = '```json\n["Find the <thing>", "Ask <name> about it", "Bring it back"]\n```'
         self.assertEqual(sub_goal_items(reply), STEPS)

@@ -93,6 +93,16 @@ class TestLimits(GoalTestCase):
         results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
         self.assertIn("No goal added: the text has 10,240 characters; goal_max_chars", results[0])
 
+    def test_a_goal_copying_how_goals_are_recorded_is_refused_to_the_model(self):
+        text = "Tell Kira the news. If you cannot, block it with block_goal with {'goal': 25}"
+        with ScriptedLLM([("add_goal", {"text": text})], [("noop", {})]) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear("Hello Helper.")
+            self.tick()
+        self.assertEqual(self.goals(), [])
+        results = [m["content"] for m in self.script.conversation_history if m["role"] == "tool"]
+        self.assertIn("No goal added: a goal says in words what to achieve", results[0])
+
     def test_the_same_goal_twice_is_refused_naming_the_first(self):
         # Qwen2.5-Coder-1.5B added "Tell <name> about ..." twice in one autonomous turn.
         first = self.give_goal("Keep the room tidy")

@@ -218,6 +218,20 @@ class TestCitations(ReflectionTestCase):
         for char, heard in self.heard.items():
             self.assertEqual(heard, [], f"{char.key} heard the reflection")
 
+    def test_a_call_that_could_not_be_read_is_no_insight(self):
+        # Qwen2.5-Coder-1.5B wrote a call in brackets that did not parse; its text was kept
+        # as an insight, markup and all.
+        broken = (
+            f'[add_journal_entry("Char trusts me with the smithy\'s work" importance=2, '
+            f"cites=[{self.ids[1]}])]\n"
+            "Char trusts me with the work of the smithy, it seems."
+        )
+        self.idle_tick(broken)
+        self.assertEqual(
+            [i["content"] for i in self.insights()],
+            ["Char trusts me with the work of the smithy, it seems."],
+        )
+
     def test_a_copy_of_a_cited_entry_is_refused(self):
         copy = journal_entries(self.assistant)[0]["content"]
         self.idle_tick(

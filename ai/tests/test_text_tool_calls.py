@@ -347,6 +347,44 @@ def test_pythonic_list_of_calls():
     assert result.text == ""
 
 
+def test_a_pythonic_call_with_a_missing_equals_sign_and_bare_ids_is_mended():
+    # Qwen2.5-Coder-1.5B reflecting; left as text, the whole call became a journal entry.
+    text = (
+        '[add_journal_entry("Sten\'s luck (at dice) is bad, as usual.", importance 2, '
+        'tags=["reflection"], cites=[journal_20261127_003102])]'
+    )
+    journal = _tool(
+        "add_journal_entry",
+        {
+            "content": {"type": "string"},
+            "importance": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "cites": {"type": "array", "items": {"type": "string"}},
+        },
+        required=["content"],
+    )
+    result = _extract(text, tools=[journal])
+    assert _calls(result) == [
+        (
+            "add_journal_entry",
+            {
+                "content": "Sten's luck (at dice) is bad, as usual.",
+                "importance": 2,
+                "tags": ["reflection"],
+                "cites": ["journal_20261127_003102"],
+            },
+        )
+    ]
+    assert result.text == ""
+
+
+def test_mending_a_call_leaves_its_strings_as_they_were():
+    result = _extract('add_journal_entry("Ada said [bees, honey] matter, 2 say", importance 3)')
+    assert _calls(result) == [
+        ("add_journal_entry", {"content": "Ada said [bees, honey] matter, 2 say", "importance": 3})
+    ]
+
+
 def test_call_cut_off_at_the_end_is_closed():
     assert _calls(_extract('say(message="hi')) == [SAY_HI]
 

@@ -12,6 +12,8 @@ are sent with every call of that turn. Steps (``parent``), priorities and markin
 done or blocked belong to the assistant's own turns (``tick_autonomous``).
 """
 
+import re
+
 from ..helpers.goals import (
     DEFAULT_PRIORITY,
     PRIORITY_RANGE,
@@ -27,6 +29,10 @@ from .base import Tool, ToolResult
 from .registry import register_tool
 
 GOAL_PARAMETER = {"type": "integer", "description": "The goal's number, as in #<number>."}
+# A goal's text that names the goal tools or holds braces copies how goals are recorded,
+# not what to achieve (Qwen2.5-Coder-1.5B added "Tell <name> ... If you cannot do this,
+# block the next step with add_goal with {'goal': 25} ...").
+RECORDING_WORDS = re.compile(r"\b(?:add_goal|complete_goal|block_goal)\b|[{}]")
 # The contexts of the assistant's own turns toward its goals, where add_goal takes a parent
 # and a priority (elsewhere they are not sent, and a call giving them is refused).
 PURSUING = (CONTEXT_TICK_AUTONOMOUS,)
@@ -39,6 +45,13 @@ def add_goal_tool(ctx, text, parent=None, priority=None):
             ok=False,
             content="No goal added: steps and priorities are set in your own turns toward "
             "your goals; add the goal with its text only.",
+        )
+    if isinstance(text, str) and RECORDING_WORDS.search(text):
+        return ToolResult(
+            ok=False,
+            content="No goal added: a goal says in words what to achieve; add_goal, "
+            "complete_goal, block_goal and their arguments are how you record it, not part "
+            "of it.",
         )
     if priority is None:
         priority = DEFAULT_PRIORITY

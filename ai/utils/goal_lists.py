@@ -13,16 +13,18 @@ import re
 
 from .sentences import sentences
 
-# "1. ", "1) ", "(1) ", "#1. ", "#1 ", "Step 1: ", "Sub-goal 1 - ", a number also after a
-# bullet ("- #2. ", which Qwen2.5-Coder-1.5B wrote under a "#1. " line); "- ", "* ", "+ ", "• ".
+# "1. ", "1) ", "(1) ", "#1. ", "#1 ", "2.1. ", "#21.1 ", "Step 1: ", "Sub-goal 1 - ", a
+# number also after a bullet ("- #2. " under a "#1. " line, "- #21.1 " under goal #21, as
+# Qwen2.5-Coder-1.5B wrote them); "- ", "* ", "+ ", "• ".
 _NUMBERED = re.compile(
-    r"^\s*(?:(?:[-*+\u2022]\s*)?(?:\(?#?\d{1,3}[.):]|#\d{1,3}\b)"
+    r"^\s*(?:(?:[-*+\u2022]\s*)?(?:#\d{1,3}(?:\.\d{1,3})+[.):]?|\(?#?\d{1,3}(?:\.\d{1,3})*[.):]"
+    r"|#\d{1,3}\b)"
     r"|(?:step|sub-?goal|goal|task)\s*#?\d{1,3}\s*[.):\-]?)\s*(?=\S)",
     re.I,
 )
 _BULLETED = re.compile(r"^\s*[-*+\u2022]\s+(?=\S)")
 # A goal number opening an item, the goal's own or one made up ("- #16a Tell Bram").
-_GOAL_NUMBER = re.compile(r"^#\d{1,4}[a-z]?[.):]?\s+(?=\S)")
+_GOAL_NUMBER = re.compile(r"^#\d{1,4}(?:\.\d{1,3})*[a-z]?[.):]?\s+(?=\S)")
 # A few words before a colon that open a sentence of prose: not a step.
 _LEAD_IN = re.compile(r"^[^:.!?]{0,40}:\s*")
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.S)

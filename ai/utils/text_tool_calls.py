@@ -595,13 +595,42 @@ def _find_stray_markup(text, catalog):
     return [(match.start(), match.end(), []) for match in _STRAY_MARKUP.finditer(text)]
 
 
+# Outside strings, in a call written as Python: a keyword without its "=" (``importance 2``)
+# and a word left unquoted in a list (``cites=[journal_20261127_003102]``), as
+# Qwen2.5-Coder-1.5B wrote them.
+_STRING = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
+_SPACED_KEYWORD = re.compile(r"([(,]\s*)([A-Za-z_]\w*)\s+(?=[-\d\"'\[{])")
+_BARE_LIST_WORD = re.compile(r"([\[,]\s*)([A-Za-z_][\w\-]*)(?=\s*[,\]])")
+
+
 def _parse_python(source):
+    """Parse ``source`` as one Python expression, else as lightly repaired; None if neither."""
     if not source or len(source) > _MAX_SOURCE:
         return None
-    try:
-        return ast.parse(source.strip(), mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
+    for candidate in (source.strip(), _repaired_python(source.strip())):
+        try:
+            return ast.parse(candidate, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            pass
+    return None
+
+
+def _repaired_python(source):
+    """``source`` with the slips of ``_SPACED_KEYWORD`` and ``_BARE_LIST_WORD`` mended
+    outside its strings."""
+    parts = _STRING.split(source)
+    for index in range(0, len(parts), 2):  # the even parts lie outside strings
+        code = _SPACED_KEYWORD.sub(r"\1\2=", parts[index])
+        parts[index] = _BARE_LIST_WORD.sub(_quoted_name, code)
+    return "".join(parts)
+
+
+def _quoted_name(match):
+    """Quote a bare word in a list, unless it is one of Python's or JSON's constants."""
+    word = match.group(2)
+    if word.lower() in ("true", "false", "none", "null"):
+        return match.group(0)
+    return f'{match.group(1)}"{word}"'
 
 
 def _call_item(node, catalog):
