@@ -86,7 +86,12 @@ class TestShapes(TestCase):
 class TestUsable(TestCase):
     def test_fifty_items_are_unusable_and_say_why(self):
         reply = "\n".join(f"{number}. Step {number}" for number in range(1, 51))
-        self.assertEqual(usable_sub_goals(reply), ([], "50 sub-goals, more than 6"))
+        self.assertEqual(usable_sub_goals(reply), ([], "50 sub-goals, more than 12"))
+
+    def test_seven_steps_give_the_first_six(self):
+        reply = "\n".join(f"- #{number} Greet guest {number}" for number in range(1, 8))
+        items, why = usable_sub_goals(reply)
+        self.assertEqual((items, why), ([f"Greet guest {n}" for n in range(1, 7)], ""))
 
     def test_one_item_or_a_refusal_is_unusable(self):
         self.assertEqual(

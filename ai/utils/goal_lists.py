@@ -68,13 +68,17 @@ def usable_sub_goals(reply, least=2, most=6, max_chars=None):
     """Return ``(items, why)``: the sub-goals of ``reply`` when there are ``least`` to
     ``most`` of them, else ``([], why)`` saying why the reply is unusable.
 
-    An item longer than ``max_chars`` is left out (it is no short, concrete step).
+    A list of up to twice ``most`` items gives its first ``most`` (Qwen2.5-Coder-1.5B listed
+    seven steps, the last a farewell; the assistant adds a step when those are done); a
+    longer one is no plan. An item longer than ``max_chars`` is left out (it is no short,
+    concrete step).
     """
     items = sub_goal_items(reply)
-    if len(items) > most:
-        return [], f"{len(items)} sub-goals, more than {most}"
+    if len(items) > 2 * most:
+        return [], f"{len(items)} sub-goals, more than {2 * most}"
     if max_chars is not None:
         items = [item for item in items if len(item) <= max_chars]
+    items = items[:most]
     if len(items) < least:
         return (
             [],
