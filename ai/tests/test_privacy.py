@@ -244,6 +244,7 @@ class TestBuildersSeeWhatIsPrivate(PrivacyTestCase):
         self.char1.execute_cmd("aihistory Helper")
         self.char1.execute_cmd("aihistory/journal Helper")
         shown = strip_ansi("\n".join(map(str, self.char1_heard)))
-        marked = f"(private to Char ({self.char1.dbref})) Char whispers"
+        # The preview column cuts the rest: on PostgreSQL, dbrefs run to four digits.
+        marked = f"(private to Char ({self.char1.dbref})) Char"
         self.assertIn(marked, shown)
         self.assertIn(f"conversation; private to Char ({self.char1.dbref});", shown)
