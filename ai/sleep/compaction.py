@@ -38,7 +38,7 @@ from ..utils.markers import (
     SUMMARY_PREAMBLE,
     SYNTHESIS_MARKER,
 )
-from ..utils.message_format import summary_depth
+from ..utils.message_format import is_summary, summary_depth, summary_text
 from ..utils.wording import percent, percent_against
 from .assistant_runs import compact_assistant_runs
 from .common import (
@@ -190,6 +190,13 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
         # the room what was whispered (see ai.audience).
         groups, empty = audience_groups(plan.messages), 0
         for audience, members in groups:
+            if all(is_summary(message) for message in members):
+                # Nothing new for this audience: its summary stands as it is. Asked to
+                # summarize a lone summary (an archive's placeholder), Qwen2.5-Coder-1.5B
+                # made up a conversation.
+                kept = "\n".join(summary_text(message["content"]) for message in members)
+                summaries.append((audience, members, kept))
+                continue
             summary, error = yield summarize(script, members, instructions)
             empty += error == EMPTY_SUMMARY
             if error == EMPTY_SUMMARY and empty < len(groups):

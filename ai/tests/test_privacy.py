@@ -10,7 +10,7 @@ from ai.helpers.journal import journal_entries
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import run_pre_compaction_extraction
 from ai.tool_execution import run_react_loop
-from ai.utils.message_format import is_summary
+from ai.utils.message_format import is_summary, summary_text
 
 from .support import AssistantTestCase, ScriptedLLM, record_messages, wait_for
 
@@ -173,6 +173,27 @@ class TestSecretsSurviveMemoryWorkPrivately(PrivacyTestCase):
         self.assertIn("Laketown", public["content"])
         self.assertIn("found nothing to keep", private["content"])
         self.assertEqual(private["metadata"]["audience"], [self.char1.dbref])
+
+    def test_a_whisper_summary_with_nothing_new_stands_without_a_model_call(self):
+        self.converse()
+        wait_for(
+            compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+        )
+        private = [m for m in self.script.conversation_history if is_summary(m)][1]
+        for line in ("The mill opens at dawn on market days.", "Nice weather today."):
+            self.char2.execute_cmd(f"say {line}")
+            self.tick()
+        with ScriptedLLM("Char2 said the mill opens at dawn on market days.") as llm:
+            self.script.set_config("compact_model", llm.model)
+            result = wait_for(
+                compact_conversation_history(self.script, self.assistant, force=True, kind="manual")
+            )
+        self.assertTrue(result["success"], result)
+        self.assertEqual(len(llm.calls), 1, "one summary call, the room's")
+        self.assertNotIn(SECRET, sent_text_of(llm.calls[0]))
+        again = [m for m in self.script.conversation_history if is_summary(m)][1]
+        self.assertEqual(again["metadata"]["audience"], [self.char1.dbref])
+        self.assertEqual(summary_text(again["content"]), summary_text(private["content"]))
 
     def test_the_summary_call_for_the_room_is_never_sent_the_secret(self):
         self.converse()
