@@ -80,6 +80,8 @@ class TestConsolidation(MemoryTestCase):
 
     def test_a_batch_writes_the_index_files_once_and_they_hold_it_all(self):
         store = wait_for(WORKER.call(lambda memory: memory.vector_store))
+        if not hasattr(store, "write_files"):
+            self.skipTest("files are FAISS's: this store keeps its vectors in a database")
         with patch.object(store, "write_files", wraps=store.write_files) as write_files:
             for number in range(5):
                 self.journal(f"Crate {number} holds {number} apples.")
