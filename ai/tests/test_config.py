@@ -35,6 +35,7 @@ BAD_SETTINGS = {
     "AI_CONTEXT_OVERRIDES": {"tick_event": {"max_iterations": "3"}},
     "AI_MEMORY_DIR": 42,
     "AI_MEMORY_CONFIG": "mem0",
+    "AI_MEMORY_VECTOR_STORE": "qdrant",
 }
 
 
