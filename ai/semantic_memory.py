@@ -35,7 +35,7 @@ from .helpers.memory_links import (
     set_memory_ids,
     supersede_older,
 )
-from .models import JournalEntry
+from .models import JournalEntry, MemoryLink
 from .utils.facts import replaces
 from .utils.thread_pools import LazyPool
 
@@ -160,13 +160,18 @@ def check_pgvector(store_config):
             except psycopg.Error as err:
                 raise MemoryStoreError(
                     f"PostgreSQL database {where!r} has no pgvector for long-term memory "
-                    f"({str(err).strip()}): install pgvector and run CREATE EXTENSION vector "
-                    "in it as a superuser (see docs/postgres.md)"
+                    f"({one_line(err)}): install pgvector and run CREATE EXTENSION vector in "
+                    "it as a superuser (see docs/postgres.md)"
                 ) from err
     except psycopg.OperationalError as err:
         raise MemoryStoreError(
-            f"long-term memory cannot reach PostgreSQL database {where!r}: {str(err).strip()}"
+            f"long-term memory cannot reach PostgreSQL database {where!r}: {one_line(err)}"
         ) from err
+
+
+def one_line(error):
+    """Return an error's message on one line (psycopg's run over several)."""
+    return " ".join(str(error).split())
 
 
 class MemoryWorker:
@@ -191,9 +196,7 @@ class MemoryWorker:
 
     def _close(self):
         for memory in self._memories.values():
-            pool = getattr(memory.vector_store, "connection_pool", None)
-            if pool is not None:
-                pool.close()
+            close_memory(memory)
         self._memories.clear()
 
     def _run(self, function, args, kwargs):
@@ -263,6 +266,13 @@ def write_store_files(memory):
         store.write_files()
 
 
+def close_memory(memory):
+    """Close the database connections of ``memory``'s vector store, if it has any."""
+    pool = getattr(memory.vector_store, "connection_pool", None)
+    if pool is not None:
+        pool.close()
+
+
 WORKER = MemoryWorker()
 
 
@@ -319,6 +329,30 @@ def delete_memories(memory, memory_ids):
     for memory_id in memory_ids:
         if memory.get(memory_id) is not None:
             memory.delete(memory_id)
+
+
+def rebuild_memories(memory):
+    """Put every memory of the contrib's tables (each ``MemoryLink`` with a memory id) into
+    the vector store of ``memory`` that lacks it, as after a game switched stores.
+
+    Synchronous, in the caller's thread (``ai_rebuild_memory``): a link whose memory id the
+    store holds is kept; any other gets its text added anew and its link the new id, saved
+    at once, so a run cut short resumes where it stopped.
+
+    Returns:
+        tuple: ``(memories added, memories the store already held)``.
+    """
+    added = kept = 0
+    links = MemoryLink.objects.exclude(memory_id="").select_related("db_object", "entry")
+    for link in links.order_by("id").iterator(chunk_size=500):
+        if memory.get(link.memory_id) is not None:
+            kept += 1
+            continue
+        namespace = memory_namespace(link.db_object)
+        link.memory_id = add_memory(memory, namespace, link.text, memory_metadata(link))
+        MemoryLink.objects.filter(id=link.id).update(memory_id=link.memory_id)
+        added += 1
+    return added, kept
 
 
 @defer.inlineCallbacks

@@ -75,12 +75,18 @@ while (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null; do
 done
 
 # A linguistic collation (ICU's en-US, from PostgreSQL 15 on), as a game's database often
-# has: text does not sort by code point there.
-collation=()
-[[ $("$bindir/initdb" --help) == *--locale-provider* ]] &&
-    collation=(--locale-provider=icu --icu-locale=en-US)
-as_owner "$bindir/initdb" -D "$cluster/data" -U postgres --auth=trust --encoding=UTF8 \
-    --locale=C.UTF-8 "${collation[@]}" >"$cluster/initdb.log"
+# has: text does not sort by code point there. A build without ICU (the wheel's) sorts by
+# code point (C.UTF-8).
+initdb() {
+    as_owner "$bindir/initdb" -D "$cluster/data" -U postgres --auth=trust --encoding=UTF8 \
+        --locale=C.UTF-8 "$@" >"$cluster/initdb.log" 2>&1
+}
+if ! { [[ $("$bindir/initdb" --help) == *--locale-provider* ]] &&
+    initdb --locale-provider=icu --icu-locale=en-US; }; then
+    echo "test-postgres: $bindir has no ICU; text sorts by code point (C.UTF-8)" >&2
+    rm -rf "$cluster/data"
+    initdb || { cat "$cluster/initdb.log" >&2; exit 1; }
+fi
 stop() { as_owner "$bindir/pg_ctl" -D "$cluster/data" -m fast -w stop >/dev/null || true; }
 trap stop EXIT
 trap 'exit 130' INT
