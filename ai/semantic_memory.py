@@ -267,7 +267,9 @@ def write_store_files(memory):
 
 
 def close_memory(memory):
-    """Close the database connections of ``memory``'s vector store, if it has any."""
+    """Write the files of ``memory``'s FAISS store, or close the database connections of
+    its pgvector store."""
+    write_store_files(memory)
     pool = getattr(memory.vector_store, "connection_pool", None)
     if pool is not None:
         pool.close()
