@@ -410,7 +410,8 @@ class TestLinkRepair(MemoryTestCase):
         for place in ("mill", "inn", "forge"):
             self.journal(f"The {place} opens at dawn.", whisperer if place == "inn" else None)
         self.consolidate()
-        with override_settings(AI_MEMORY_DIR=tempfile.mkdtemp(prefix="ai-lost-")):
+        lost = tempfile.mkdtemp(prefix="ai-lost-")  # an empty store, on either database
+        with override_settings(AI_MEMORY_VECTOR_STORE="faiss", AI_MEMORY_DIR=lost):
             self.assertEqual(stored_memories(self.assistant), [])
             repair = lambda: wait_for(  # noqa: E731
                 repair_memory_links(self.script, self.assistant, 2)
