@@ -352,7 +352,7 @@ def rebuild_memories(memory):
             continue
         namespace = memory_namespace(link.db_object)
         link.memory_id = add_memory(memory, namespace, link.text, memory_metadata(link))
-        MemoryLink.objects.filter(id=link.id).update(memory_id=link.memory_id)
+        set_memory_ids([link])
         added += 1
     return added, kept
 

@@ -15,6 +15,7 @@ from ..helpers.memory_links import (
     entries_to_consolidate,
     memory_metadata,
     memory_namespace,
+    set_memory_ids,
 )
 from ..models import MemoryLink
 from ..prompt_contexts import CONTEXT_SLEEP_CONSOLIDATE, get_context_config
@@ -91,9 +92,10 @@ def repair_memory_links(script, character, batch_size):
     if lost:
         items = [(link.text, memory_metadata(link)) for link in lost]
         restored = yield WORKER.call(restore_memories, memory_namespace(character), items)
+        for link, memory_id in zip(lost, restored):
+            link.memory_id = memory_id
         with transaction.atomic():
-            for link, memory_id in zip(lost, restored):
-                MemoryLink.objects.filter(id=link.id).update(memory_id=memory_id)
+            set_memory_ids(lost)
     script.db.memory_link_cursor = batch[-1][0]
     return {
         "checked": len(batch),

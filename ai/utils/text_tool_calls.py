@@ -233,7 +233,9 @@ _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_]\w*)\s*:")
 # A word left unquoted as a value: "cites": [journal_20261126_082827_6] (Qwen2.5-Coder-1.5B).
 _BARE_VALUE = re.compile(r"([\[,:]\s*)([A-Za-z_][\w\-]*)(?=\s*[,\]}])")
-_JSON_WORDS = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')|\b(true|false|null)\b")
+# A string in double or single quotes, escapes and all.
+_STRING = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
+_JSON_WORDS = re.compile(rf"{_STRING.pattern}|\b(true|false|null)\b")
 _PYTHON_WORDS = {"true": "True", "false": "False", "null": "None"}
 
 
@@ -598,7 +600,6 @@ def _find_stray_markup(text, catalog):
 # Outside strings, in a call written as Python: a keyword without its "=" (``importance 2``)
 # and a word left unquoted in a list (``cites=[journal_20261127_003102]``), as
 # Qwen2.5-Coder-1.5B wrote them.
-_STRING = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
 _SPACED_KEYWORD = re.compile(r"([(,]\s*)([A-Za-z_]\w*)\s+(?=[-\d\"'\[{])")
 _BARE_LIST_WORD = re.compile(r"([\[,]\s*)([A-Za-z_][\w\-]*)(?=\s*[,\]])")
 
