@@ -15,6 +15,9 @@ docs/benchmarks.md, "Idle and reflection ticks"). With one, the tick does at mos
    A turn that achieves nothing (only safe tools such as ``noop``, no tool call, and no
    goal changed) doubles the wait, up to 16 times the interval; progress resets it. The
    turn ends before its next model call when a player's event comes: it is answered next.
+   A goal still active after ``goal_turn_limit`` turns on it is marked blocked, saying so
+   (``helpers.goals.count_turn``), and the next step is worked on: a small model can
+   otherwise repeat a step it cannot do (give again what it gave) while it is awake.
 
 Ticks are counted in ``script.ndb``: a reload starts the autonomous interval afresh.
 Autonomy does not keep the assistant awake: a tick without a player's event counts
@@ -27,7 +30,13 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .goal_decomposition import start_decomposition
-from .helpers.goals import awaiting_decomposition, goal_urgency, has_active_goals, next_step
+from .helpers.goals import (
+    awaiting_decomposition,
+    count_turn,
+    goal_urgency,
+    has_active_goals,
+    next_step,
+)
 from .models import Goal
 from .prompt_contexts import CONTEXT_TICK_AUTONOMOUS, get_context_config
 from .tool_execution import run_react_loop
@@ -93,13 +102,18 @@ def pursue_goals(script, character, config):
         return None
     loop, progress = yield run_autonomous_turn(script, character, goal)
     state["last_turn"] = state["tick"]
+    limited = False
     if loop.stop_reason != "yielded":
-        state["misses"] = 0 if progress else state["misses"] + 1
+        limited = count_turn(goal, config["goal_turn_limit"])
+        if limited:
+            logger.log_info(f"AI {script.label}: goal #{goal.id} blocked: {goal.reason}")
+        state["misses"] = 0 if progress or limited else state["misses"] + 1
     return {
         "status": "autonomous",
         "goal": goal.id,
         "loop": loop,
         "progress": progress,
+        "turn_limit_reached": limited,
         "reply": " ".join(loop.said),
     }
 

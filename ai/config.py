@@ -366,6 +366,12 @@ SCRIPT_CONFIG = {
     "goal_max_active": Option(20, int_range(1, 1000), "Active goals an assistant may hold"),
     "goal_max_depth": Option(3, int_range(1, 10), "Levels of the goal tree (1: no sub-goals)"),
     "goal_max_chars": Option(300, int_range(10, 5000), "Characters of one goal's text"),
+    "goal_turn_limit": Option(
+        4,
+        int_range(0, 1000),
+        "Autonomous turns on one goal (a step, or a goal worked on whole) after which a goal "
+        "still active is marked blocked (0: no limit; aigoal/resume makes it active again)",
+    ),
     "prompt_cache_hints": Option(
         True,
         boolean,

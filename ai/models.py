@@ -397,6 +397,9 @@ class Goal(models.Model):
     decompose_failures = models.PositiveSmallIntegerField(
         default=0, help_text="Unusable decompositions in a row (their retries back off)."
     )
+    turns = models.PositiveSmallIntegerField(
+        default=0, help_text="Autonomous turns spent on it since it was last made active."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -40,7 +40,9 @@ import real_model
 import results
 from twisted.internet import defer
 
-GOAL_TICKS = 20
+# Ticks without a turn are cheap (no model call): turns that achieve nothing back off, and
+# goal_turn_limit bounds the turns on each step.
+GOAL_TICKS = 60
 ITEMS = ("brass key", "lantern", "silver ring", "leather satchel", "wooden flute", "old map")
 # What a builder might ask of an innkeeper besides; {room} and {owner} come from the seed.
 TASKS = (
@@ -318,6 +320,8 @@ def pursue(scenario, script, watchdog, watch, observed):
             calls = ", ".join(loop.tools_called) or "no tool call"
             notes = f", not said: {' | '.join(loop.unspoken)}" if loop.unspoken else ""
             print(f"     >> autonomous turn ({loop.stop_reason}): {calls}{notes}")
+            if result["turn_limit_reached"]:
+                print(f"     >> goal #{result['goal']} blocked: goal_turn_limit reached")
         yield watch.decide_new(held_before)
         goal.refresh_from_db()
         if goal.status != "active":
@@ -363,6 +367,7 @@ def measure(scenario, script, goal, thing, observed, calls, minutes):
     texts = [text for _, text in observed.heard]
     player_goals = Goal.objects.filter(db_object_id=assistant.id, source="player")
     settled = goal.status == "done" or (goal.status == "blocked" and bool(goal.reason.strip()))
+    tree = Goal.objects.filter(db_object_id=assistant.id, source__in=("builder", "decomposition"))
     metrics = {
         "sub_goals": max((len(d.added) for d in observed.decompositions), default=0),
         "decompositions_unusable": sum(not d.added for d in observed.decompositions),
@@ -373,6 +378,7 @@ def measure(scenario, script, goal, thing, observed, calls, minutes):
         "calls_parsed": sum(parsed for _, parsed in answers) / asked if asked else 0.0,
         "malformed": sum(len(loop.malformed_tool_calls) for loop in observed.turns),
         "goal_settled": 1.0 if settled else 0.0,
+        "limit_blocks": tree.filter(reason__contains="(goal_turn_limit)").count(),
         "returned": 1.0 if returned else 0.0,
         "insights": len(insights),
         "insights_sound": sum(sound for _, sound in insights),

@@ -55,6 +55,7 @@ AUTONOMY_METRICS = (
     ("calls_parsed", "autonomous answers with a parsed call", "share"),
     ("malformed", "  calls that did not parse", "count"),
     ("goal_settled", "goal done, or blocked with a reason", "share"),
+    ("limit_blocks", "  goals blocked by goal_turn_limit", "count"),
     ("returned", "the thing given back to its owner", "share"),
     ("insights", "insights written", "count"),
     ("insights_sound", "  citing real entries, no copy", "count"),

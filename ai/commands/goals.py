@@ -13,6 +13,7 @@ from ..helpers.goals import (
     get_goal,
     goal_tree,
     move_goal,
+    resume_goal,
     set_status,
 )
 from ..models import GOAL_STATUSES
@@ -35,6 +36,7 @@ class CmdAiGoal(AssistantCommand):
       aigoal/drop [<assistant>] = <number> [<reason>]
       aigoal/decompose [<assistant>] = <number>
       aigoal/move [<assistant>] = <number> <parent number or none>
+      aigoal/resume [<assistant>] = <number>
 
     Switches:
       add       - give the assistant a goal (a step of #<parent> if given)
@@ -42,15 +44,17 @@ class CmdAiGoal(AssistantCommand):
       drop      - drop a goal, and its open steps
       decompose - ask the model now to break a goal into 2 to 6 steps
       move      - make a goal a step of another (or of none)
+      resume    - make a blocked or dropped goal active again
 
     The plain form lists every goal, the most urgent first, each step under
     its goal: its number, status, priority (when not 5), where it came from
     and who may hear it. An assistant pursues its active goals when no one
     is talking to it (autonomy_enabled, every autonomous_interval ticks),
     and breaks a new goal into steps first; a goal whose steps are all done
-    (or dropped) is done with its last one. A goal asked for in a whisper
-    stays private to its whisperer. Limits: goal_max_active, goal_max_depth
-    and goal_max_chars (see aiconfig).
+    (or dropped) is done with its last one. A goal still active after
+    goal_turn_limit turns on it is marked blocked. A goal asked for in a
+    whisper stays private to its whisperer. Limits: goal_max_active,
+    goal_max_depth and goal_max_chars (see aiconfig).
 
     Examples:
       aigoal helper
@@ -59,10 +63,11 @@ class CmdAiGoal(AssistantCommand):
       aigoal/done helper = 4
       aigoal/drop helper = 3 no longer needed
       aigoal/decompose helper = 3
+      aigoal/resume helper = 5
     """
 
     key = "aigoal"
-    switch_options = ("add", "done", "drop", "decompose", "move")
+    switch_options = ("add", "done", "drop", "decompose", "move", "resume")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
@@ -124,6 +129,11 @@ class CmdAiGoal(AssistantCommand):
         move_goal(goal, parent, GoalLimits.of(assistant.assistant_script))
         under = f"a step of #{parent.id}" if parent else "a goal of its own"
         self.tell(f"Goal #{goal.id} of {assistant.key} is now {under}.")
+
+    def do_resume(self, assistant, text):
+        goal = get_goal(assistant, _number(text))
+        resume_goal(goal, GoalLimits.of(assistant.assistant_script))
+        self.tell(f"Goal #{goal.id} of {assistant.key} is active again.")
 
     def do_decompose(self, assistant, text):
         goal = get_goal(assistant, _number(text))

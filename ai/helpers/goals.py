@@ -4,13 +4,15 @@ A goal is added within three limits (the script's ``goal_max_active``, ``goal_ma
 and ``goal_max_chars``), each refusal naming its limit; a parent is never made its own
 descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason);
 closing a goal drops its active sub-goals, and a goal whose steps are all done or dropped,
-at least one done, is done with them. What a goal came from is kept: its ``source``
+at least one done, is done with them. A goal still active after ``goal_turn_limit``
+autonomous turns on it is blocked (a builder resumes it with ``aigoal/resume``). What a goal came from is kept: its ``source``
 (builder, player, self or decomposition) and ``origin`` (who asked, or which goal it is a
 step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
 one asked for in a whisper is only ever shown in turns private to its whisperer.
 """
 
 from django.db import transaction
+from django.db.models import F
 
 from ..audience import may_hear
 from ..models import GOAL_SOURCES, GOAL_STATUSES, Goal
@@ -134,11 +136,7 @@ def add_goal(
     ).first()
     if same is not None:
         raise GoalRefused(f"goal #{same.id} is that goal already")
-    active = Goal.objects.filter(db_object_id=character.id, status="active").count()
-    if active >= limits.max_active:
-        raise GoalRefused(
-            f"already {active} active goals, the most goal_max_active ({limits.max_active}) allows"
-        )
+    _check_room(character.id, limits)
     return Goal.objects.create(
         db_object_id=character.id,
         parent=parent,
@@ -148,6 +146,15 @@ def add_goal(
         audience=sorted(audience) if audience else None,
         origin=one_line(origin)[:255],
     )
+
+
+def _check_room(character_id, limits):
+    """Refuse one more active goal when ``goal_max_active`` are active already."""
+    active = Goal.objects.filter(db_object_id=character_id, status="active").count()
+    if active >= limits.max_active:
+        raise GoalRefused(
+            f"already {active} active goals, the most goal_max_active ({limits.max_active}) allows"
+        )
 
 
 def check_text(text, limits):
@@ -172,7 +179,8 @@ def check_priority(priority):
 
 
 def set_status(goal, status, reason=""):
-    """Mark ``goal`` done, blocked, dropped, or active again; return it.
+    """Mark ``goal`` done, blocked, dropped, or active again (its turns counted afresh);
+    return it.
 
     A goal done or dropped drops its active sub-goals with it (they were steps to it), and
     closes the goals it was the last open step of (see ``_close_finished_parents``): the
@@ -189,13 +197,51 @@ def set_status(goal, status, reason=""):
     goal.closed_parents = []
     with transaction.atomic():
         goal.status, goal.reason = status, reason
-        goal.save(update_fields=["status", "reason", "updated_at"])
+        if status == "active":
+            goal.turns = 0
+        goal.save(update_fields=["status", "reason", "turns", "updated_at"])
         if status in ("done", "dropped"):
             for child in _active_descendants(goal):
                 child.status, child.reason = "dropped", f"goal #{goal.id} is {status}"
                 child.save(update_fields=["status", "reason", "updated_at"])
             goal.closed_parents = _close_finished_parents(goal)
     return goal
+
+
+def resume_goal(goal, limits):
+    """Make a blocked or dropped ``goal`` active again, its turns counted afresh; return it.
+
+    Raises:
+        GoalRefused: when the goal is active or done, when the goal it is a step of is not
+            active (that one is resumed first), or when ``goal_max_active`` are active.
+    """
+    if goal.status not in ("blocked", "dropped"):
+        raise GoalRefused(
+            f"goal #{goal.id} is {goal.status}; only a blocked or dropped goal resumes"
+        )
+    parent = goal.parent
+    if parent is not None and parent.status != "active":
+        raise GoalRefused(
+            f"goal #{goal.id} is a step of #{parent.id}, which is {parent.status}: resume "
+            f"#{parent.id} first"
+        )
+    _check_room(goal.db_object_id, limits)
+    return set_status(goal, "active")
+
+
+def count_turn(goal, limit):
+    """Count one autonomous turn spent on ``goal``; when it is still active after ``limit``
+    turns (``goal_turn_limit``; 0: no limit), mark it blocked, saying so.
+
+    Returns:
+        bool: Whether the limit blocked it.
+    """
+    Goal.objects.filter(id=goal.id).update(turns=F("turns") + 1)
+    goal.refresh_from_db(fields=["status", "reason", "turns"])
+    if not limit or goal.status != "active" or goal.turns < limit:
+        return False
+    set_status(goal, "blocked", f"not reached in {goal.turns} turns (goal_turn_limit)")
+    return True
 
 
 def _close_finished_parents(goal):

@@ -373,6 +373,64 @@ class TestAutonomy(GoalTestCase):
         top.refresh_from_db()
         self.assertEqual(top.status, "done")
 
+    def test_a_step_not_reached_in_goal_turn_limit_turns_is_blocked_and_the_next_worked_on(self):
+        # Qwen2.5-Coder-1.5B, its plan's step "request the key back" after giving it, tried
+        # to give the key again for every turn of a whole evaluation.
+        self.script.set_config("autonomous_interval", 1)
+        self.script.set_config("goal_turn_limit", 2)
+        top = self.give_goal("Return the cup, then tidy up")
+        first = self.give_goal("Ask for the cup back", parent=top)
+        second = self.give_goal("Tidy up", parent=top)
+        model = Model(autonomous=[("say", {"message": "Could I have the cup back?"})])
+        results = self.ticks(model, 3)
+        self.assertEqual([r["goal"] for r in results], [first.id, first.id, second.id])
+        self.assertEqual([r["turn_limit_reached"] for r in results], [False, True, False])
+        first.refresh_from_db()
+        self.assertEqual(
+            (first.status, first.reason), ("blocked", "not reached in 2 turns (goal_turn_limit)")
+        )
+        self.assertIn(
+            f"#{first.id} blocked (not reached in 2 turns (goal_turn_limit))",
+            self.builder_words("aigoal Helper"),
+        )
+        self.assertEqual(
+            self.builder_words(f"aigoal/resume Helper = {first.id}"),
+            f"Goal #{first.id} of Helper is active again.",
+        )
+        first.refresh_from_db()
+        self.assertEqual((first.status, first.reason, first.turns), ("active", "", 0))
+        self.assertEqual(self.ticks(model, 1)[0]["goal"], first.id, "the oldest step again")
+
+    def test_no_turn_limit_and_what_resume_refuses(self):
+        self.script.set_config("autonomous_interval", 1)
+        self.script.set_config("goal_max_depth", 1)
+        self.script.set_config("goal_turn_limit", 0)
+        goal = self.give_goal("Tidy up")
+        model = Model(autonomous=[("say", {"message": "Tidying."})])
+        self.ticks(model, 5)
+        goal.refresh_from_db()
+        self.assertEqual((goal.status, goal.turns), ("active", 5))
+        self.assertEqual(
+            self.builder_words(f"aigoal/resume Helper = {goal.id}"),
+            f"Refused: goal #{goal.id} is active; only a blocked or dropped goal resumes.",
+        )
+        self.script.set_config("goal_max_depth", 2)
+        step = self.give_goal("Sweep", parent=goal)
+        self.builder(f"aigoal/drop Helper = {goal.id} not now")
+        self.assertEqual(
+            self.builder_words(f"aigoal/resume Helper = {step.id}"),
+            f"Refused: goal #{step.id} is a step of #{goal.id}, which is dropped: resume"
+            f" #{goal.id} first.",
+        )
+        self.script.set_config("goal_max_active", 1)
+        self.give_goal("Feed the cat")
+        self.assertIn(
+            "Refused: already 1 active goals, the most goal_max_active (1) allows",
+            self.builder_words(f"aigoal/resume Helper = {goal.id}"),
+        )
+        step.refresh_from_db()
+        self.assertEqual(step.status, "dropped", "nothing changed")
+
     def test_a_step_answered_in_prose_is_asked_for_as_a_call_and_never_said(self):
         top = self.give_goal("Keep the room tidy")
         step = self.give_goal("Sweep the floor", parent=top)
