@@ -11,6 +11,7 @@ from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
 
+from . import event_queue
 from .audience import event_audience, with_audience
 from .autonomy import pursue_goals
 from .config import (
@@ -76,7 +77,6 @@ class AssistantScript(DefaultScript):
         self.db.sleep_phase = None
         self.db.last_compaction = None
         self.db.context_signals = {}
-        self.db.pending_events = []
         open_log_channel()
 
     @property
@@ -162,24 +162,21 @@ class AssistantScript(DefaultScript):
     # events and modes ------------------------------------------------------------------
 
     def queue_event(self, event):
-        """Queue an event (a dict with at least ``type``) for the next tick."""
-        events = list(self.db.pending_events or [])
-        events.append(event)
-        limit = ai_setting("AI_MAX_PENDING_EVENTS")
-        if len(events) > limit:
-            dropped = events[: len(events) - limit]
-            events = events[-limit:]
-            logger.log_warn(f"AI {self.label}: event queue full, dropped {len(dropped)} oldest")
-        self.db.pending_events = events
+        """Queue an event (a dict with at least ``type``) for the next tick; beyond
+        ``AI_MAX_PENDING_EVENTS`` the oldest are dropped (``ai.event_queue``)."""
+        event_queue.queue_event(self, event, ai_setting("AI_MAX_PENDING_EVENTS"))
 
     def pop_event(self):
         """Remove and return the oldest pending event, or None."""
-        events = list(self.db.pending_events or [])
-        if not events:
-            return None
-        event = events.pop(0)
-        self.db.pending_events = events
-        return event
+        return event_queue.pop_event(self)
+
+    def has_pending_events(self):
+        """Tell whether an event waits for a tick."""
+        return event_queue.has_pending_events(self)
+
+    def pending_events(self):
+        """Return the events waiting for a tick, oldest first."""
+        return event_queue.pending_events(self)
 
     def fall_asleep(self, reason="idle"):
         """Switch to sleep mode (phase ``dozing``) and tell the room."""
@@ -263,7 +260,7 @@ class AssistantScript(DefaultScript):
             return {"status": "no_character"}
         config = self.ndb.tick_config = self.effective_config()
         if self.db.operating_mode == "sleep":
-            if not self.db.pending_events:
+            if not self.has_pending_events():
                 result = yield self.sleep_tick(character, config)
                 return result
             self.wake_up("a player spoke")

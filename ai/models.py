@@ -116,6 +116,50 @@ class TickUsage(models.Model):
         return f"{self.status}: {self.tokens}/{self.max_tokens} at {self.created_at:%H:%M:%S}"
 
 
+class PendingEvent(models.Model):
+    """One event waiting for an assistant's tick: a player's line, an arrival, a gift...
+
+    A row each (``ai.event_queue``), taken oldest first: queuing or taking one writes one
+    row, where an attribute holding the list was pickled whole on each (about 1 ms a time,
+    twice a tick; docs/benchmarks.md).
+    """
+
+    db_script = models.ForeignKey(
+        "scripts.ScriptDB", on_delete=models.CASCADE, related_name="ai_pending_events"
+    )
+    event = NulSafeJSONField(help_text="The event: a dict with at least 'type'.")
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_script", "id"), name="ai_pending_event_idx")]
+
+    def __str__(self):
+        return f"{self.event.get('type', '?')} for script {self.db_script_id}"
+
+
+class ModelRun(models.Model):
+    """One run of the tool loop that called the model: when, its context, how many calls
+    and why it stopped (``helpers.call_log``), the newest few kept per script."""
+
+    db_script = models.ForeignKey(
+        "scripts.ScriptDB", on_delete=models.CASCADE, related_name="ai_model_runs"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    context = models.CharField(max_length=32, help_text="The context the run's calls ran in.")
+    calls = models.PositiveSmallIntegerField(help_text="Model calls the run made.")
+    stop_reason = models.CharField(max_length=32)
+    audience = models.JSONField(
+        null=True, blank=True, help_text="Dbrefs who could hear the turn; null for anyone."
+    )
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=("db_script", "id"), name="ai_model_run_idx")]
+
+    def __str__(self):
+        return f"{self.context}: {self.calls} call(s), {self.stop_reason}"
+
+
 class HistoryCounter(models.Model):
     """Running totals of one script's live history, kept in step with every write."""
 

@@ -314,7 +314,7 @@ def run_react_loop(
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     iteration, limit = 0, pattern.max_iterations
     while iteration < limit:
-        if iteration and yields_to_events and script.db.pending_events:
+        if iteration and yields_to_events and script.has_pending_events():
             result.stop_reason = "yielded"  # a player waits: answered next tick
             break
         iteration += 1

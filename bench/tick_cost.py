@@ -23,12 +23,13 @@ Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``)
 And ``parts``: two checks of a turn at 2,000 messages, each done both ways in the same
 run (the token pressure of its signals: the frame rendered again, or the tick's measure
 with history read again; the goals component of an assistant without goals: the goal tree
-read, or the kept answer), so that their ratio holds on a loaded machine.
+read, or the kept answer), so that their ratio holds on a loaded machine. And
+``bookkeeping``: a player's line queued and taken, and a model run noted for ``aihistory``.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
 bench/tick_cost.py idle`` measures one part (``conversation``, ``idle``, ``reflection``,
-``autonomous``, ``parts``).
+``autonomous``, ``parts``, ``bookkeeping``).
 """
 
 import json
@@ -221,6 +222,26 @@ def measure_parts():
     return {"history": IDLE_HISTORY, **timed}
 
 
+def measure_bookkeeping():
+    """Return what a tick's bookkeeping writes cost, in the reactor thread: a player's line
+    queued and taken (``queue_event``, ``pop_event``) and a model run noted for
+    ``aihistory`` (``note_run``), with 20 runs kept already."""
+    from ai.helpers.call_log import note_run
+
+    script, player = prepared_assistant(100)
+    line = event(player, 0)
+    for _ in range(20):
+        note_run(script, "tick_event", 2, "terminal_tool")
+    return {
+        "event_queued_and_taken_ms": median_cpu_ms(
+            lambda _: (script.queue_event(line), script.pop_event()), PART_REPEATS, warm_up=5
+        ),
+        "model_run_noted_ms": median_cpu_ms(
+            lambda _: note_run(script, "tick_event", 2, "terminal_tool"), PART_REPEATS, warm_up=5
+        ),
+    }
+
+
 @defer.inlineCallbacks
 def measure_all(parts):
     """Return ``{part: its figures}`` for the ``parts`` asked for."""
@@ -237,6 +258,8 @@ def measure_all(parts):
         report["autonomous"] = yield measure_autonomous()
     if "parts" in parts:
         report["parts"] = measure_parts()
+    if "bookkeeping" in parts:
+        report["bookkeeping"] = measure_bookkeeping()
     return report
 
 
@@ -262,8 +285,12 @@ def main(parts):
         report["idle_ticks"] = idle
     if "parts" in measured:
         report["turn_checks"] = measured["parts"]
+    if "bookkeeping" in measured:
+        report["bookkeeping"] = measured["bookkeeping"]
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous", "parts"))
+    main(
+        sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous", "parts", "bookkeeping")
+    )

@@ -3,13 +3,18 @@
 The calls of a context that records history leave their messages there, marked with the
 context (``metadata["context"]``); those of the others (``pre_compaction``, ``reflection``,
 ``sleep_consolidate``, a sub-agent...) leave nothing in it. This log keeps the last
-``RUNS_KEPT`` loop runs of every context for ``aihistory``: small state on the script,
-bounded, written once per run that called the model.
+``RUNS_KEPT`` loop runs of each assistant for ``aihistory``: a ``ModelRun`` row per run
+that called the model, inserted in plain SQL; the older rows are pruned every
+``RUNS_KEPT`` runs, so a script holds at most twice that many.
 """
 
 from django.utils import timezone
 
+from ..models import ModelRun
+from ..utils.raw_rows import insert_row
+
 RUNS_KEPT = 20
+FIELDS = ("created_at", "context", "calls", "stop_reason", "audience")
 
 
 def note_run(script, context_type, calls, stop_reason, audience=None):
@@ -19,19 +24,37 @@ def note_run(script, context_type, calls, stop_reason, audience=None):
     """
     if not calls:
         return
-    runs = list(script.db.model_runs or [])[-(RUNS_KEPT - 1) :]
-    runs.append(
+    insert_row(
+        ModelRun,
         {
-            "at": timezone.now().isoformat(),
+            "db_script_id": script.id,
+            "created_at": timezone.now(),
             "context": context_type,
             "calls": calls,
             "stop_reason": stop_reason,
             "audience": audience,
-        }
+        },
     )
-    script.db.model_runs = runs
+    noted = (script.ndb.model_runs_noted or 0) + 1
+    script.ndb.model_runs_noted = noted % RUNS_KEPT
+    if noted == 1:  # the first of this process, then every RUNS_KEPT
+        rows = ModelRun.objects.filter(db_script_id=script.id).order_by("-id")
+        newest = list(rows.values_list("id", flat=True)[:RUNS_KEPT])
+        if len(newest) == RUNS_KEPT:
+            rows.filter(id__lt=newest[-1]).delete()
 
 
 def recent_runs(script):
-    """Return the kept runs of ``script``, oldest first (see ``note_run``)."""
-    return list(script.db.model_runs or [])
+    """Return the last ``RUNS_KEPT`` runs of ``script``, oldest first, each a dict: ``at``
+    (ISO time), ``context``, ``calls``, ``stop_reason`` and ``audience``."""
+    rows = ModelRun.objects.filter(db_script_id=script.id).order_by("-id")[:RUNS_KEPT]
+    return [
+        {
+            "at": run["created_at"].isoformat(),
+            "context": run["context"],
+            "calls": run["calls"],
+            "stop_reason": run["stop_reason"],
+            "audience": run["audience"],
+        }
+        for run in reversed(rows.values(*FIELDS))
+    ]

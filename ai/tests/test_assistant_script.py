@@ -1,12 +1,18 @@
 """The script's tick machinery: busy guard, errback, modes, events, hearing."""
 
 import gc
+from importlib import import_module
 from unittest.mock import patch
 
+from django.apps import apps
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from twisted.internet import defer
 
+from ai.helpers.call_log import RUNS_KEPT, note_run, recent_runs
 from ai.llm_interaction import LLMResult
+from ai.models import ModelRun
 from ai.utils import gc_freeze
 from ai.utils.gc_freeze import freeze_when_loaded
 
@@ -67,7 +73,7 @@ class TestEvents(AssistantTestCase):
         self.char1.execute_cmd("say the gate opens at dawn")
         self.char2.execute_cmd("whisper Helper = the password is mellon")
         self.assistant.execute_cmd("say I talk to myself")
-        events = self.script.db.pending_events
+        events = self.script.pending_events()
         self.assertEqual(
             [e["text"] for e in events], ["the gate opens at dawn", "the password is mellon"]
         )
@@ -76,14 +82,14 @@ class TestEvents(AssistantTestCase):
     def test_other_assistants_are_not_heard(self):
         other = make_assistant("Echo", self.room1)
         other.execute_cmd("say hello Helper")
-        self.assertEqual(self.script.db.pending_events, [])
+        self.assertEqual(self.script.pending_events(), [])
 
     @override_settings(AI_MAX_PENDING_EVENTS=3)
     def test_a_full_queue_drops_the_oldest(self):
         for number in range(5):
             self.char1.execute_cmd(f"say line {number}")
         self.assertEqual(
-            [e["text"] for e in self.script.db.pending_events], ["line 2", "line 3", "line 4"]
+            [e["text"] for e in self.script.pending_events()], ["line 2", "line 3", "line 4"]
         )
 
     def test_events_are_handled_in_order_one_per_tick(self):
@@ -92,6 +98,40 @@ class TestEvents(AssistantTestCase):
         self.assertEqual(self.tick()["event"]["text"], "first")
         self.assertEqual(self.tick()["event"]["text"], "second")
         self.assertEqual(self.tick()["status"], "idle")
+
+    def test_waiting_events_outlive_a_reload_and_an_empty_queue_costs_no_query(self):
+        self.char1.execute_cmd("say the gate opens at dawn")
+        self.script.ndb.pending_event_count = None  # what a reload leaves: nothing in memory
+        self.assertEqual(self.tick()["event"]["text"], "the gate opens at dawn")
+        with CaptureQueriesContext(connection) as queries:
+            self.assertIsNone(self.script.pop_event())
+            self.assertFalse(self.script.has_pending_events())
+        self.assertEqual(len(queries), 0)
+
+    def test_an_upgrade_moves_the_attributes_that_held_events_and_runs_into_rows(self):
+        migration = import_module("ai.migrations.0022_pending_events_and_model_runs")
+        self.script.attributes.add(
+            "pending_events", [{"type": "speech", "text": "hello", "audience": ["#1"]}]
+        )
+        run = {"at": "2026-11-01T10:00:00+00:00", "context": "tick_event", "calls": 2}
+        self.script.attributes.add(
+            "model_runs", [dict(run, stop_reason="terminal_tool", audience=None)]
+        )
+        migration.move_attributes(apps, None)
+        self.assertFalse(self.script.attributes.has("pending_events"))
+        self.assertFalse(self.script.attributes.has("model_runs"))
+        self.script.ndb.pending_event_count = None
+        self.assertEqual(self.script.pop_event()["audience"], ["#1"])
+        self.assertEqual(
+            recent_runs(self.script), [dict(run, stop_reason="terminal_tool", audience=None)]
+        )
+
+    def test_the_model_runs_kept_are_the_newest_and_bounded(self):
+        for number in range(1, 46):
+            note_run(self.script, "tick_event", number, "terminal_tool")
+        self.assertEqual([r["calls"] for r in recent_runs(self.script)], list(range(26, 46)))
+        kept = ModelRun.objects.filter(db_script_id=self.script.id).count()
+        self.assertLessEqual(kept, 2 * RUNS_KEPT)
 
 
 class TestModes(AssistantTestCase):

@@ -23,14 +23,14 @@ class TestTalk(AssistantCommandTestCase):
         self.call(
             CmdTalk(), "Helper = where is the forge?", 'You say to Helper, "where is the forge?"'
         )
-        event = self.script.db.pending_events[0]
+        event = self.script.pending_events()[0]
         self.assertEqual((event["type"], event["text"]), ("talk", "where is the forge?"))
         result = wait_for(self.script.at_repeat())
         self.assertEqual(result["status"], "replied")
 
     def test_talk_without_a_name_finds_the_only_assistant(self):
         self.call(CmdTalk(), "hello", 'You say to Helper, "hello"')
-        self.assertEqual(len(self.script.db.pending_events), 1)
+        self.assertEqual(len(self.script.pending_events()), 1)
 
     def test_talk_to_an_absent_assistant(self):
         self.assistant.location = self.room2
@@ -53,7 +53,7 @@ class TestTalk(AssistantCommandTestCase):
             words(self.call(CmdTalk(), "/loud Helper = hi")),
             "talk has no switch /loud: it takes none (see help talk).",
         )
-        self.assertEqual(self.script.db.pending_events or [], [])
+        self.assertEqual(self.script.pending_events(), [])
 
 
 class TestWhichAssistant(AssistantCommandTestCase):
@@ -459,4 +459,4 @@ class TestSwitches(AssistantCommandTestCase):
                 self.assertTrue(output.startswith(f"{command.key} has no switch /bogus"), output)
                 for switch in command.switch_options:
                     self.assertIn(f"/{switch}", command.__doc__)
-        self.assertEqual(self.script.db.pending_events or [], [])
+        self.assertEqual(self.script.pending_events(), [])

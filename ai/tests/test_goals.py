@@ -12,6 +12,7 @@ from evennia.utils.ansi import strip_ansi
 
 from ai.autonomy import STEP_INSTRUCTION
 from ai.commands import AssistantCmdSet
+from ai.helpers.call_log import recent_runs
 from ai.helpers.goals import GoalLimits, add_goal, goal_tree
 from ai.helpers.journal import add_entry
 from ai.models import Goal
@@ -669,5 +670,5 @@ class TestOfflineEngine(GoalTestCase):
         self.assertEqual(statuses[1:5], ["autonomous"] * 3 + ["idle"], "done with its steps")
         self.assertEqual({g.status for g in self.goals()}, {"done"})
         self.assertIn("done", self.builder("aigoal Helper"))
-        runs = [run for run in self.script.db.model_runs if run["context"] == "tick_autonomous"]
+        runs = [run for run in recent_runs(self.script) if run["context"] == "tick_autonomous"]
         self.assertEqual({run["calls"] for run in runs}, {2}, "complete_goal, then noop")

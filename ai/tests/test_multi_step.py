@@ -35,7 +35,7 @@ class MultiStepTestCase(AssistantTestCase):
             return self.tick()
 
     def event_types(self):
-        return [event["type"] for event in self.script.db.pending_events or []]
+        return [event["type"] for event in self.script.pending_events()]
 
 
 class TestArrivals(MultiStepTestCase):
@@ -136,7 +136,7 @@ class TestObjectsGiven(MultiStepTestCase):
 class TestBuilderRequests(AssistantCommandTestCase):
     def test_a_request_is_queued_and_worked_on_in_several_steps(self):
         self.call(CmdAiTask(), "Helper = Look around, then greet Char2.", "You ask Helper:")
-        event = self.script.db.pending_events[0]
+        event = self.script.pending_events()[0]
         self.assertEqual((event["type"], event["speaker_name"]), ("request", "Char"))
         with ScriptedLLM(*LOOK_THEN_SAY) as llm:
             self.script.set_config("llm_model", llm.model)
@@ -159,7 +159,7 @@ class TestBuilderRequests(AssistantCommandTestCase):
             f"The request is {MAX_REQUEST_CHARS + 1:,} characters; at most",
         )
         self.call(CmdAiTask(), "Nobody = hi", "No assistant is called 'Nobody'")
-        self.assertEqual(self.script.db.pending_events, [])
+        self.assertEqual(self.script.pending_events(), [])
 
     def test_only_builders_may_ask(self):
         self.assertTrue(CmdAiTask().access(self.char1, "cmd"))

@@ -10,8 +10,8 @@ from .support import AssistantTestCase
 class TestFullTick(AssistantTestCase):
     def test_player_speech_is_answered_in_the_room(self):
         self.char1.execute_cmd("say My sword is called Dawnbringer.")
-        self.assertEqual(len(self.script.db.pending_events), 1)
-        self.assertEqual(self.script.db.pending_events[0]["speaker_name"], "Char")
+        self.assertEqual(len(self.script.pending_events()), 1)
+        self.assertEqual(self.script.pending_events()[0]["speaker_name"], "Char")
         with patch.object(self.char2, "msg") as char2_msg:
             result = self.tick()
         self.assertEqual(result["status"], "replied")
@@ -65,7 +65,7 @@ class TestOfflineEngineReadsPlayers(AssistantTestCase):
 
     def test_a_pose_naming_the_assistant_is_answered_and_others_are_ambience(self):
         self.char1.execute_cmd("pose sits down by the fire.")
-        self.assertEqual(self.script.db.pending_events, [])
+        self.assertEqual(self.script.pending_events(), [])
         self.assertIn("Char sits down by the fire.", self.assistant.ndb.context_buffer)
         self.char1.execute_cmd("pose waves at Helper.")
         result = self.tick()
