@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # with them, else PyTorch's CPU index.
 TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: demo demo-server demo-server-stop test test-postgres test-browser evennia-test bench eval-local eval-aggregate format dist clean
+.PHONY: demo demo-server demo-server-stop test test-postgres test-browser evennia-test bench bench-stores eval-local eval-aggregate format dist clean
 
 # The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
 # several GB of a CUDA one) is all it needs. The steps say what they do in a line each
@@ -38,6 +38,10 @@ $(PG_STAMP): $(STAMP)
 
 test-postgres: $(PG_STAMP)
 	scripts/test_postgres.sh $(BIN)/pytest
+
+# Long-term memory's stores side by side (FAISS, and pgvector on a throwaway cluster).
+bench-stores: $(PG_STAMP)
+	scripts/test_postgres.sh $(BIN)/python bench/memory_stores.py
 
 # A throwaway Evennia game with the contrib installed, for the demo and `evennia test`.
 # The demo migrates it itself, through Django: the launcher's `evennia migrate` loops on

@@ -24,7 +24,8 @@ And ``parts``: two checks of a turn at 2,000 messages, each done both ways in th
 run (the token pressure of its signals: the frame rendered again, or the tick's measure
 with history read again; the goals component of an assistant without goals: the goal tree
 read, or the kept answer), so that their ratio holds on a loaded machine. And
-``bookkeeping``: a player's line queued and taken, and a model run noted for ``aihistory``.
+``bookkeeping``: a player's line queued and taken and noted in working memory, and a model
+run noted for ``aihistory``.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
@@ -224,17 +225,23 @@ def measure_parts():
 
 def measure_bookkeeping():
     """Return what a tick's bookkeeping writes cost, in the reactor thread: a player's line
-    queued and taken (``queue_event``, ``pop_event``) and a model run noted for
-    ``aihistory`` (``note_run``), with 20 runs kept already."""
+    queued and taken (``queue_event``, ``pop_event``), noted in working memory
+    (``note_conversation``), and a model run noted for ``aihistory`` (``note_run``), with
+    20 runs kept already."""
     from ai.helpers.call_log import note_run
+    from ai.helpers.working_memory import note_conversation
 
     script, player = prepared_assistant(100)
     line = event(player, 0)
+    note_conversation(script.obj, line)
     for _ in range(20):
         note_run(script, "tick_event", 2, "terminal_tool")
     return {
         "event_queued_and_taken_ms": median_cpu_ms(
             lambda _: (script.queue_event(line), script.pop_event()), PART_REPEATS, warm_up=5
+        ),
+        "conversation_noted_ms": median_cpu_ms(
+            lambda _: note_conversation(script.obj, line), PART_REPEATS, warm_up=5
         ),
         "model_run_noted_ms": median_cpu_ms(
             lambda _: note_run(script, "tick_event", 2, "terminal_tool"), PART_REPEATS, warm_up=5

@@ -9,12 +9,12 @@ new one, and sleep clears the row.
 
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from ..audience import event_audience, may_hear
 from ..models import WorkingMemory
-from ..utils.raw_rows import db_value, select_rows
+from ..utils.raw_rows import db_value, insert_row, select_rows, update_row
 
 RECENT_LINES = 5
 MAX_LINE_CHARS = 300
@@ -25,35 +25,60 @@ CLEAR_BATCH = 100
 def note_conversation(character, event, ttl=None):
     """Note a line heard from the event's speaker in their conversation with ``character``.
 
+    One row read and one written, in plain SQL (``ai.utils.raw_rows``): it runs on every
+    tick with a player's line.
+
     Args:
         character (AssistantCharacter): The assistant.
         event (dict): A heard event; one without a speaker or words is no conversation.
         ttl (int, optional): Seconds of quiet that end a conversation; a line after that
             starts a new one.
-
-    Returns:
-        WorkingMemory or None: The conversation's row.
     """
     if not (event.get("speaker") and event.get("text")):
-        return None
+        return
     now = timezone.now()
     line = {
         "type": event.get("type"),
         "text": event["text"][:MAX_LINE_CHARS],
         "audience": event_audience(event),
     }
+    locking = connection.ops.for_update_sql() if connection.features.has_select_for_update else ""
     with transaction.atomic():
-        row, _ = WorkingMemory.objects.select_for_update().get_or_create(
-            db_object_id=character.id, speaker=event["speaker"]
+        found = select_rows(
+            WorkingMemory,
+            ["id", "speaker_name", "turns", "started_at", "last_active", "recent"],
+            "db_object_id = %s AND speaker = %s",
+            [character.id, event["speaker"]],
+            locking,
         )
-        if ttl and row.turns and now - row.last_active > timedelta(seconds=ttl):
-            row.started_at, row.turns, row.recent = now, 0, []
-        row.speaker_name = event.get("speaker_name") or row.speaker_name
-        row.turns += 1
-        row.last_active = now
-        row.recent = [*row.recent, line][-RECENT_LINES:]
-        row.save()
-    return row
+        if not found:
+            insert_row(
+                WorkingMemory,
+                {
+                    "db_object_id": character.id,
+                    "speaker": event["speaker"],
+                    "speaker_name": event.get("speaker_name") or "",
+                    "started_at": now,
+                    "last_active": now,
+                    "turns": 1,
+                    "recent": [line],
+                },
+            )
+            return
+        number, name, turns, started_at, last_active, recent = found[0]
+        if ttl and turns and now - last_active > timedelta(seconds=ttl):
+            started_at, turns, recent = now, 0, []
+        update_row(
+            WorkingMemory,
+            number,
+            {
+                "speaker_name": event.get("speaker_name") or name,
+                "started_at": started_at,
+                "last_active": now,
+                "turns": turns + 1,
+                "recent": [*(recent or []), line][-RECENT_LINES:],
+            },
+        )
 
 
 def conversations(character, audience, ttl=None):

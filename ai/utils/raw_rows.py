@@ -37,6 +37,21 @@ def insert_rows(model, rows):
         cursor.executemany(sql, [_prepared(fields, values) for values in rows])
 
 
+def update_row(model, pk, values):
+    """Set the fields ``values`` (attnames -> values) of the ``model`` row ``pk``, each
+    prepared by its field, as ``save(update_fields=...)`` would."""
+    meta = model._meta
+    fields = [meta.get_field(name) for name in values]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    params = _prepared(fields, values) + [pk]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s",
+            params,
+        )
+
+
 def _insert_statement(model):
     """Return the fields of a ``model`` row but its primary key, and their INSERT."""
     meta = model._meta

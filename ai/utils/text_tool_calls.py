@@ -300,9 +300,11 @@ def _repairs(text):
 
 
 def _quoted_word(match):
-    """Quote a bare word value, unless it is one of JSON's own words."""
+    """Quote a bare word value, unless it is one of JSON's or Python's constants."""
     word = match.group(2)
-    return match.group(0) if word in ("true", "false", "null") else f'{match.group(1)}"{word}"'
+    if word.lower() in ("true", "false", "null", "none"):
+        return match.group(0)
+    return f'{match.group(1)}"{word}"'
 
 
 def _loads_lenient(raw):
@@ -597,11 +599,10 @@ def _find_stray_markup(text, catalog):
     return [(match.start(), match.end(), []) for match in _STRAY_MARKUP.finditer(text)]
 
 
-# Outside strings, in a call written as Python: a keyword without its "=" (``importance 2``)
-# and a word left unquoted in a list (``cites=[journal_20261127_003102]``), as
-# Qwen2.5-Coder-1.5B wrote them.
+# Outside strings, in a call written as Python: a keyword without its "=" (``importance 2``),
+# as Qwen2.5-Coder-1.5B wrote it (with a word left unquoted in a list, which
+# ``_BARE_VALUE`` finds: ``cites=[journal_20261127_003102]``).
 _SPACED_KEYWORD = re.compile(r"([(,]\s*)([A-Za-z_]\w*)\s+(?=[-\d\"'\[{])")
-_BARE_LIST_WORD = re.compile(r"([\[,]\s*)([A-Za-z_][\w\-]*)(?=\s*[,\]])")
 
 
 def _parse_python(source):
@@ -617,21 +618,13 @@ def _parse_python(source):
 
 
 def _repaired_python(source):
-    """``source`` with the slips of ``_SPACED_KEYWORD`` and ``_BARE_LIST_WORD`` mended
-    outside its strings."""
+    """``source`` with the slips of ``_SPACED_KEYWORD`` and ``_BARE_VALUE`` mended outside
+    its strings."""
     parts = _STRING.split(source)
     for index in range(0, len(parts), 2):  # the even parts lie outside strings
         code = _SPACED_KEYWORD.sub(r"\1\2=", parts[index])
-        parts[index] = _BARE_LIST_WORD.sub(_quoted_name, code)
+        parts[index] = _BARE_VALUE.sub(_quoted_word, code)
     return "".join(parts)
-
-
-def _quoted_name(match):
-    """Quote a bare word in a list, unless it is one of Python's or JSON's constants."""
-    word = match.group(2)
-    if word.lower() in ("true", "false", "none", "null"):
-        return match.group(0)
-    return f'{match.group(1)}"{word}"'
 
 
 def _call_item(node, catalog):
