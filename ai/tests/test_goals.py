@@ -402,6 +402,20 @@ class TestAutonomy(GoalTestCase):
         self.assertEqual((first.status, first.reason, first.turns), ("active", "", 0))
         self.assertEqual(self.ticks(model, 1)[0]["goal"], first.id, "the oldest step again")
 
+    def test_turns_that_achieve_nothing_back_off_and_progress_resets_the_wait(self):
+        self.script.set_config("autonomous_interval", 1)
+        self.script.set_config("goal_max_depth", 1)
+        self.script.set_config("goal_turn_limit", 0)
+        self.script.set_config("sleep_after_idle_ticks", 0)
+        self.give_goal("Tidy up")
+        statuses = [r["status"] for r in self.ticks(Model(autonomous=[("noop", {})]), 12)]
+        turns = [index for index, status in enumerate(statuses) if status == "autonomous"]
+        self.assertEqual(turns, [0, 2, 6], "waits of 2, then 4, then 8 ticks")
+        self.script.ndb.autonomy["last_turn"] -= 8  # the wait is over
+        acted = Model(autonomous=[("say", {"message": "Tidying."})])
+        statuses = [r["status"] for r in self.ticks(acted, 3)]
+        self.assertEqual(statuses, ["autonomous"] * 3, "a turn that spoke resets the wait")
+
     def test_no_turn_limit_and_what_resume_refuses(self):
         self.script.set_config("autonomous_interval", 1)
         self.script.set_config("goal_max_depth", 1)
