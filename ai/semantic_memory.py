@@ -237,9 +237,12 @@ def open_memory(config):
     store = config.get("vector_store") or {}
     if store.get("provider") == "pgvector" and "connection_string" in store.get("config", {}):
         check_pgvector(store["config"])
+    from mem0.vector_stores.faiss import FAISS
+
     memory = Memory.from_config(config)
-    write_files_once_per_call(memory.vector_store)
-    delete_in_place(memory.vector_store)
+    if isinstance(memory.vector_store, FAISS):
+        write_files_once_per_call(memory.vector_store)
+        delete_in_place(memory.vector_store)
     return memory
 
 
@@ -251,11 +254,8 @@ def write_files_once_per_call(store):
     per call instead, so a consolidation batch writes them once. A crash in the middle of a
     call loses only that call's changes to the files, which the link repair restores.
     """
-    from mem0.vector_stores.faiss import FAISS
-
-    if isinstance(store, FAISS):
-        store.write_files = store._save
-        store._save = lambda: setattr(store, "files_outdated", True)
+    store.write_files = store._save
+    store._save = lambda: setattr(store, "files_outdated", True)
 
 
 def delete_in_place(store):
@@ -266,10 +266,6 @@ def delete_in_place(store):
     (``bench/memory_stores.py``). Its index is flat, so the row can be removed where it
     lies, the rows after it moving up one; the positions that map rows to ids follow.
     """
-    from mem0.vector_stores.faiss import FAISS
-
-    if not isinstance(store, FAISS):
-        return
     import numpy
 
     rebuild = store.delete

@@ -352,6 +352,7 @@ def tick(script, watchdog, watch, observed, print_reply=False):
 
 def measure(scenario, script, goal, thing, observed, calls, minutes):
     """Return the run's record: metrics and what each came from."""
+    from ai.helpers.goals import TURN_LIMIT_MARK
     from ai.models import Goal
 
     assistant = script.obj
@@ -378,7 +379,7 @@ def measure(scenario, script, goal, thing, observed, calls, minutes):
         "calls_parsed": sum(parsed for _, parsed in answers) / asked if asked else 0.0,
         "malformed": sum(len(loop.malformed_tool_calls) for loop in observed.turns),
         "goal_settled": 1.0 if settled else 0.0,
-        "limit_blocks": tree.filter(reason__contains="(goal_turn_limit)").count(),
+        "limit_blocks": tree.filter(reason__contains=TURN_LIMIT_MARK).count(),
         "returned": 1.0 if returned else 0.0,
         "insights": len(insights),
         "insights_sound": sum(sound for _, sound in insights),

@@ -5,9 +5,9 @@ and ``goal_max_chars``), each refusal naming its limit; a parent is never made i
 descendant. Goals are closed, never deleted: done, blocked or dropped (with a reason);
 closing a goal drops its active sub-goals, and a goal whose steps are all done or dropped,
 at least one done, is done with them. A goal still active after ``goal_turn_limit``
-autonomous turns on it is blocked (a builder resumes it with ``aigoal/resume``). What a goal came from is kept: its ``source``
-(builder, player, self or decomposition) and ``origin`` (who asked, or which goal it is a
-step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
+autonomous turns on it is blocked (a builder resumes it with ``aigoal/resume``). What a
+goal came from is kept: its ``source`` (builder, player, self or decomposition) and
+``origin`` (who asked, or which goal it is a step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
 one asked for in a whisper is only ever shown in turns private to its whisperer.
 """
 
@@ -26,6 +26,8 @@ URGENT_PRIORITY = 8
 LOW_PRIORITY = 3
 # Statuses a goal may be closed with (``active`` reopens a blocked one).
 CLOSED_STATUSES = ("done", "blocked", "dropped")
+# Ends the reason of a goal that goal_turn_limit blocked.
+TURN_LIMIT_MARK = "(goal_turn_limit)"
 
 
 class GoalRefused(ValueError):
@@ -240,7 +242,7 @@ def count_turn(goal, limit):
     goal.refresh_from_db(fields=["status", "reason", "turns"])
     if not limit or goal.status != "active" or goal.turns < limit:
         return False
-    set_status(goal, "blocked", f"not reached in {goal.turns} turns (goal_turn_limit)")
+    set_status(goal, "blocked", f"not reached in {goal.turns} turns {TURN_LIMIT_MARK}")
     return True
 
 
