@@ -8,7 +8,8 @@ awake tick, or the first tick of a sleep, reflects (``reflect_if_due``): one run
 (what was whispered is reflected on apart, and its insights stay private), and, when the
 run ends at its limit with a tool result unread, one run of ``reflection_cont`` on it.
 Neither records into the conversation history nor speaks; what a run writes as text
-instead of a call is read as insights (``write_stated_insights``). The entries a run was
+instead of a call is read as insights (``write_stated_insights``), and a run whose text
+recorded nothing is asked once more, shown that text. The entries a run was
 shown are then covered, whatever it wrote; a run that failed (a model error) covers nothing,
 and reflection waits a number of ticks that doubles with each failure in a row.
 """
@@ -52,6 +53,15 @@ LISTING_TASK = (
     "insight in your own words and, in cites, the ids of the entries it comes from. Call "
     "noop when you have nothing more to add."
 )
+# Added to the listing when a run answered in text that recorded nothing, with the text
+# (cut to ``QUOTED_ANSWER_CHARS``): Qwen2.5-Coder-1.5B answered whole reflections in prose
+# whose lines were no insight ("There are several patterns that keep coming back").
+RECORD_AGAIN = (
+    "Your answer below recorded nothing: only a tool call writes in your journal. For each "
+    "insight in it, call add_journal_entry with the insight and, in cites, the ids of the "
+    "entries it comes from; call noop if it holds none.\nYour answer: {answer}"
+)
+QUOTED_ANSWER_CHARS = 1200
 
 
 @defer.inlineCallbacks
@@ -127,8 +137,9 @@ def reflect(script, character):
 
 @defer.inlineCallbacks
 def reflect_on(script, character, rows, audience):
-    """Run ``reflection`` on ``rows`` (one audience's entries), then ``reflection_cont`` on a
-    tool result the first run left unread.
+    """Run ``reflection`` on ``rows`` (one audience's entries), once more when it answered
+    in text that recorded nothing (shown that text, asked for the calls), then
+    ``reflection_cont`` on a tool result the last run left unread.
 
     Returns:
         Deferred: Fires with ``covered`` (whether the entries count as reflected on: the
@@ -139,6 +150,7 @@ def reflect_on(script, character, rows, audience):
         "instruction": listing(rows),
         "offered": [row.entry_id for row in rows],  # review_journal adds what it shows
     }
+    start = latest_entry_id(character)
     loop = yield run_react_loop(
         script, character, CONTEXT_REFLECTION, event=event, audience=audience
     )
@@ -146,6 +158,25 @@ def reflect_on(script, character, rows, audience):
     if loop.stop_reason in FAILED:
         return dict(outcome, covered=False, error=failure(loop))
     write_stated_insights(character, loop.unspoken, event["offered"], audience)
+    if (
+        loop.stop_reason == "no_tool_call"
+        and loop.unspoken
+        and not insights_after(character, start)
+    ):
+        told = one_line(loop.unspoken[-1])[:QUOTED_ANSWER_CHARS]
+        again = RECORD_AGAIN.format(answer=quoted(told))
+        loop = yield run_react_loop(
+            script,
+            character,
+            CONTEXT_REFLECTION,
+            event=dict(event, instruction=f"{event['instruction']}\n{again}"),
+            audience=audience,
+        )
+        outcome["calls"] += loop.iterations
+        outcome["contexts"].append(CONTEXT_REFLECTION)
+        if loop.stop_reason in FAILED:
+            return dict(outcome, error=failure(loop))
+        write_stated_insights(character, loop.unspoken, event["offered"], audience)
     if loop.stop_reason != "max_iterations" or not loop.tool_result:
         return dict(outcome, error=None)
     cont = yield run_react_loop(

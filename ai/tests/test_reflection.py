@@ -218,6 +218,30 @@ class TestCitations(ReflectionTestCase):
         for char, heard in self.heard.items():
             self.assertEqual(heard, [], f"{char.key} heard the reflection")
 
+    def test_prose_that_records_nothing_is_shown_back_once_and_its_calls_kept(self):
+        # Qwen2.5-Coder-1.5B answered whole reflections in prose with no line an insight.
+        prose = "There are several patterns that keep coming back in what you noted:"
+        result = self.idle_tick(
+            prose,
+            [("add_journal_entry", {"content": INSIGHT, "cites": self.ids})],
+            [("noop", {})],
+        )
+        self.assertEqual([i["cites"] for i in self.insights()], [self.ids])
+        again = sent(self.llm.calls[1])
+        self.assertIn("Your answer below recorded nothing", again)
+        self.assertIn(prose, again)
+        self.assertIn(f"[{self.ids[0]}]", again, "the entries are listed again")
+        self.assertEqual(result["contexts"], ["reflection", "reflection"])
+        self.assertEqual(result["covered"], self.ids)
+
+    def test_prose_again_when_asked_ends_the_reflection_without_a_third_call(self):
+        self.idle_tick("Patterns keep coming back here.", "I thought about the patterns a lot.")
+        self.assertEqual(len(self.llm.calls), 2)
+        self.assertEqual(self.insights(), [])
+        self.assertEqual(self.script.db.last_reflection["covered"], self.ids)
+        self.assertEqual(self.idle_tick()["status"], "idle", "covered: not asked again")
+        self.assertEqual(self.llm.calls, [])
+
     def test_a_call_that_could_not_be_read_is_no_insight(self):
         # Qwen2.5-Coder-1.5B wrote a call in brackets that did not parse; its text was kept
         # as an insight, markup and all.
