@@ -12,7 +12,7 @@ and ``aihistory`` show it whole.
 
 from functools import lru_cache
 
-from .utils.facts import replaces
+from .utils.facts import fact_shape, replaces
 from .utils.markers import GATE_HEADERS, NOTES_HEADER, SAID_HEADER, SUMMARY_MARKER
 from .utils.message_format import read_event, unquoted
 from .utils.sentences import sentences
@@ -29,15 +29,41 @@ def without_replaced(messages):
     if not any(said):
         return messages
     result = list(messages)
-    later = []  # (speaker, sentence) of the messages after the one being read, newest first
+    later = _LaterStatements()  # of the messages after the one being read
     for index in range(len(messages) - 1, -1, -1):
-        stale = {line for line, statement in said[index] if _replaced(statement, later)}
+        kept = said[index]
+        if not kept:
+            later.add(_player_sentences(messages[index]))
+            continue
+        stale = {line for line, statement in kept if later.replace(statement)}
         if stale:
             result[index] = dict(messages[index], content=_without(messages[index], stale))
-        later = (
-            [statement for _, statement in said[index]] + _player_sentences(messages[index]) + later
-        )
+        later.add(statement for _, statement in kept)
     return result
+
+
+class _LaterStatements:
+    """The ``(speaker, sentence)`` statements after a point of the history, filed by their
+    shape (``utils.facts.fact_shape``), so that each kept statement is compared only with
+    those that could replace it: the same relation, or a word of change."""
+
+    def __init__(self):
+        self.by_kind = {}
+        self.changed = []
+
+    def add(self, statements):
+        for statement in statements:
+            kind, changed = fact_shape(statement[1])
+            if changed:
+                self.changed.append(statement)
+            elif kind:
+                self.by_kind.setdefault(kind, []).append(statement)
+
+    def replace(self, statement):
+        """Tell whether one of these statements replaces ``statement``."""
+        kind, _ = fact_shape(statement[1])
+        candidates = (*self.changed, *self.by_kind.get(kind, ())) if kind else self.changed
+        return any(_replaces(newer, statement) for newer in candidates)
 
 
 def _kept_statements(message):
@@ -69,20 +95,14 @@ def _player_sentences_of(content):
 def _player_sentences(message):
     content = message.get("content")
     if message.get("role") != "user" or not isinstance(content, str):
-        return []
-    return list(_player_sentences_of(content))
+        return ()
+    return _player_sentences_of(content)
 
 
 @lru_cache(maxsize=_COMPARED)
 def _replaces(newer, older):
     (new_speaker, new_sentence), (old_speaker, old_sentence) = newer, older
     return replaces(new_sentence, old_sentence, (new_speaker, old_speaker))
-
-
-def _replaced(statement, later):
-    """Tell whether a sentence of ``later`` replaces ``statement``; both are ``(speaker,
-    sentence)``."""
-    return any(_replaces(newer, statement) for newer in later)
 
 
 def _without(message, stale):

@@ -20,6 +20,11 @@ Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``)
 - ``autonomous``: the tick that works on an active goal's step (the offline engine closes
   it: ``complete_goal``, then ``noop``), a fresh step given untimed before each tick.
 
+And ``summarized``: the conversation tick at 2,000 messages whose history opens with the
+summary a compaction leaves (players' statements kept in their own words, which each call
+compares with what was said after them: ``ai.replaced_statements``), the state of every
+assistant after its first compaction.
+
 And ``parts``: two checks of a turn at 2,000 messages, each done both ways in the same
 run (the token pressure of its signals: the frame rendered again, or the tick's measure
 with history read again; the goals component of an assistant without goals: the goal tree
@@ -29,8 +34,8 @@ run noted for ``aihistory``.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
-bench/tick_cost.py idle`` measures one part (``conversation``, ``idle``, ``reflection``,
-``autonomous``, ``parts``, ``bookkeeping``).
+bench/tick_cost.py idle`` measures one part (``conversation``, ``summarized``, ``idle``,
+``reflection``, ``autonomous``, ``parts``, ``bookkeeping``).
 """
 
 import json
@@ -52,23 +57,47 @@ TARGET_SCALING = 1.5
 IDLE_HISTORY = 2000
 # Timed runs of each check that ``parts`` compares.
 PART_REPEATS = 50
+# What the quality gate kept of players' words in the summary of ``summarized``.
+KEPT_STATEMENTS = (
+    'Alice: "The lantern oil costs 4 copper a flask."',
+    'Alice: "My brother Tom works at the north gate."',
+    'Bram: "I live in the mill by the river."',
+    'Bram: "The guards change at midnight."',
+    'Alice: "I promised Bram to bring 12 iron ingots on Saturday."',
+    'Cora: "The gate password is swordfish."',
+    'Cora: "My falcon is called Wren."',
+    'Bram: "I owe Cora 30 silver."',
+)
 # Speakers of the entries a reflection tick rereads: each names several, so insights join them.
 SPEAKERS = ("Player1", "Player2", "Player3")
 
 
-def prepared_assistant(size):
-    """Return an assistant with ``size`` messages of history and a player beside it."""
+def prepared_assistant(size, summarized=False):
+    """Return an assistant with ``size`` messages of history and a player beside it; when
+    ``summarized``, its first message is a compaction's summary (``summary_row``)."""
     from evennia.utils import create
 
     character = new_assistant(key=f"Sage{size}")
     script = character.assistant_script
     script._stop_task()
-    fill_history(script, history_rows(size))
+    rows = history_rows(size)
+    fill_history(script, [summary_row(), *rows[1:]] if summarized else rows)
     script.set_config("compact_enabled", False)
     player = create.create_object(
         "evennia.objects.objects.DefaultCharacter", key="Alice", location=character.location
     )
     return script, player
+
+
+def summary_row():
+    """Return the summary a compaction leaves, as a ``(message, token_count)`` pair."""
+    from ai.utils.markers import SAID_HEADER, SUMMARY_MARKER
+    from ai.utils.token_counter import count_message_tokens
+
+    kept = [f"- {statement}" for statement in KEPT_STATEMENTS]
+    text = f"{SUMMARY_MARKER} Alice keeps asking about the lantern by the north gate."
+    message = {"role": "system", "content": "\n".join([text, SAID_HEADER, *kept])}
+    return message, count_message_tokens(message, MODEL)
 
 
 def event(player, index):
@@ -78,11 +107,12 @@ def event(player, index):
 
 
 @defer.inlineCallbacks
-def measure(size):
-    """Return the reactor CPU milliseconds of ``TICKS`` awake ticks at ``size`` messages."""
+def measure(size, summarized=False):
+    """Return the reactor CPU milliseconds of ``TICKS`` awake ticks at ``size`` messages
+    (``summarized``: see ``prepared_assistant``)."""
     from ai import llm_interaction
 
-    script, player = prepared_assistant(size)
+    script, player = prepared_assistant(size, summarized)
     sent = []
     original = llm_interaction._complete
 
@@ -206,14 +236,18 @@ def measure_parts():
     """Return what a turn at 2,000 messages pays for two checks, done each way in one run:
     its signals' token pressure (the frame rendered again, or the tick's measure with
     history read again) and the goals component without a goal (the tree, or the kept
-    answer)."""
+    answer); and, once per call of a summarized history, its kept statements checked
+    against what was said after them (``summarized``)."""
     from ai.context_usage import measure_context, with_history_now
     from ai.helpers.goals import goal_tree, has_active_goals
+    from ai.replaced_statements import without_replaced
 
     script, _ = prepared_assistant(IDLE_HISTORY)
     character = script.obj
     measured = measure_context(script, character)
+    summarized = list(prepared_assistant(IDLE_HISTORY, summarized=True)[0].conversation_history)
     checks = {
+        "kept_statements_checked_ms": lambda _: without_replaced(summarized),
         "pressure_frame_rendered_again_ms": lambda _: measure_context(script, character),
         "pressure_history_read_again_ms": lambda _: with_history_now(script, measured),
         "goals_tree_read_ms": lambda _: goal_tree(character, None),
@@ -257,6 +291,8 @@ def measure_all(parts):
         report["conversation"] = []
         for size in SIZES:
             report["conversation"].append((yield measure(size)))
+    if "summarized" in parts:
+        report["summarized"] = yield measure(IDLE_HISTORY, summarized=True)
     if "idle" in parts:
         report["idle"] = yield measure_idle()
     if "reflection" in parts:
@@ -287,6 +323,8 @@ def main(parts):
             "scaling_100000_over_2000": round(at[100000] / at[2000], 2),
             "scaling_ok": at[100000] <= TARGET_SCALING * at[2000],
         }
+    if "summarized" in measured:
+        report["after_a_compaction"] = measured["summarized"]
     idle = {key: measured[key] for key in ("idle", "reflection", "autonomous") if key in measured}
     if idle:
         report["idle_ticks"] = idle
@@ -299,5 +337,14 @@ def main(parts):
 
 if __name__ == "__main__":
     main(
-        sys.argv[1:] or ("conversation", "idle", "reflection", "autonomous", "parts", "bookkeeping")
+        sys.argv[1:]
+        or (
+            "conversation",
+            "summarized",
+            "idle",
+            "reflection",
+            "autonomous",
+            "parts",
+            "bookkeeping",
+        )
     )

@@ -15,6 +15,7 @@ from ai.prompt_contexts import (
     REFLECTION_PROMPT,
     SLEEP_CONSOLIDATE_PROMPT,
 )
+from ai.replaced_statements import without_replaced
 from ai.sleep.assistant_runs import RUN_PROMPT, RUN_REQUEST, RUN_SUMMARY_PREFIX
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import (
@@ -580,3 +581,29 @@ class TestRunSummaries(RunsTestCase):
         self.assertEqual(outcome["actions_dropped"], 1)
         texts = [m["content"] for m in self.script.history.messages() if is_summary(m)]
         self.assertEqual(texts[0], f"{RUN_SUMMARY_PREFIX} I looked up the forge: north gate.")
+
+
+class TestKeptStatementsLeftOut(TestCase):
+    """Which kept statements the prompt leaves out, read from plain messages."""
+
+    KEPT = (
+        f"{SUMMARY_MARKER} Talk at the docks.\n{SAID_HEADER}\n"
+        '- Bo: "The ferry leaves at noon."\n- Bo: "The gate code is 4417."'
+    )
+
+    def sent(self, *later):
+        messages = [{"role": "system", "content": self.KEPT}]
+        messages += [{"role": "user", "content": f'Bo says, "{text}"'} for text in later]
+        return without_replaced(messages)[0]["content"]
+
+    def test_a_change_told_by_other_words_than_a_known_relation_still_replaces(self):
+        sent = self.sent("The ferry now leaves at dusk.")
+        self.assertNotIn("noon", sent)
+        self.assertIn("4417", sent)
+
+    def test_only_what_was_said_after_the_summary_replaces_its_statements(self):
+        self.assertIn("4417", self.sent("The ferry is late again today."))
+        self.assertNotIn("4417", self.sent("Lots of talk.", "The gate code is 5120."))
+        before = [{"role": "user", "content": 'Bo says, "The gate code is 5120."'}]
+        kept = [{"role": "system", "content": self.KEPT}]
+        self.assertIn("4417", without_replaced(before + kept)[1]["content"])
