@@ -39,6 +39,11 @@ SHRINK_ORDER = (
     "tool_result",
 )
 TRUNCATION_MARK = " [...]"
+# Components rendered once for all the calls of one run (see ``assemble_prompt``'s
+# ``kept``): their reads cost the most (the journal recall, the profiles of those present),
+# and the prompt's prefix stays the same from call to call. What a run's own tools change
+# there reaches the model through their results.
+RENDERED_ONCE_A_RUN = ("semantic_memories", "entity_context")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
@@ -211,6 +216,7 @@ def assemble_prompt(
     tools=None,
     memories=(),
     audience=None,
+    kept=None,
 ):
     """Build the messages of one call of context type ``config`` within ``budget`` tokens.
 
@@ -228,6 +234,8 @@ def assemble_prompt(
         memories (iterable): Recalled long-term facts.
         audience (list, optional): Who hears the answer; what is kept for others is not
             rendered (``history`` must already be filtered, see ``ai.audience``).
+        kept (dict, optional): The renders of ``RENDERED_ONCE_A_RUN`` of this run's earlier
+            calls, filled by the first; None renders every component anew.
 
     Returns:
         AssembledPrompt: The messages and what was cut to fit.
@@ -244,7 +252,12 @@ def assemble_prompt(
             continue
         if component.key == "tool_result" and with_history:
             continue  # the result is already in history as a tool message
-        text = _component_text(component, state, config)
+        if kept is not None and component.key in RENDERED_ONCE_A_RUN:
+            if component.key not in kept:
+                kept[component.key] = _component_text(component, state, config)
+            text = kept[component.key]
+        else:
+            text = _component_text(component, state, config)
         if not text:
             continue
         role = "system" if component.role in ("system", "mixed") else component.role

@@ -313,6 +313,7 @@ def run_react_loop(
     result = LoopResult(context_type=context_type, pattern=pattern)
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
     iteration, limit = 0, pattern.max_iterations
+    kept = {}  # components rendered once for the run (prompt_assembly.RENDERED_ONCE_A_RUN)
     while iteration < limit:
         if iteration and yields_to_events and script.has_pending_events():
             result.stop_reason = "yielded"  # a player waits: answered next tick
@@ -331,6 +332,7 @@ def run_react_loop(
             schemas,
             memories=memories,
             audience=audience,
+            kept=kept,
         )
         if prompt.total_tokens > budget:
             # The frame alone is over the window: the call would be refused, or cut by the

@@ -85,6 +85,8 @@ def set_memory_ids(links):
 
 def remembered_entries(character, entry_ids):
     """Return those of the journal ids ``entry_ids`` that long-term memory holds."""
+    if not entry_ids:
+        return set()  # most turns recall no entry: no query
     return set(
         # Found by the entries' ids (a unique index), not by the owner's every link.
         MemoryLink.objects.filter(entry__db_object_id=character.id, entry__entry_id__in=entry_ids)

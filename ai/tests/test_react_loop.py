@@ -2,9 +2,11 @@
 
 from unittest.mock import patch
 
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
-from ai.helpers.journal import journal_entries
+from ai.helpers.journal import add_entry, journal_entries
 from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
@@ -18,6 +20,31 @@ class LoopTestCase(AssistantTestCase):
     def run_loop(self, llm, context="tick_event", **kwargs):
         self.script.set_config("llm_model", llm.model)
         return wait_for(run_react_loop(self.script, self.assistant, context, **kwargs))
+
+
+class TestRenderedOnceARun(LoopTestCase):
+    def test_the_recalled_entries_are_read_once_and_shown_alike_to_each_call(self):
+        """The journal recall and the profiles are read for a run's first call; its later
+        calls send them unchanged (the prompt's prefix stays reusable), though the run
+        journaled in between: that reaches the model as the tool's result."""
+        add_entry(self.assistant, "Char said the well is dry.", source_type="conversation")
+        event = dict(SPEECH, text="Is the well dry?")
+        write = ("add_journal_entry", {"content": "Char asked about the well again today."})
+        with ScriptedLLM([write], [("noop", {})]) as llm:
+            with CaptureQueriesContext(connection) as asked:
+                self.run_loop(llm, event=event)
+        # A search counts the holders of the question's words first: once per search.
+        recalls = [q for q in asked if q["sql"].startswith("SELECT MAX(word), COUNT(*)")]
+        self.assertEqual(len(recalls), 1, "one recall for the run's two calls")
+        first, second = ("\n".join(str(m["content"]) for m in call) for call in llm.calls)
+        self.assertIn("the well is dry", first)
+        first_memories, memories = (
+            [m["content"] for m in call if "Things you remember" in m["content"]]
+            for call in llm.calls
+        )
+        self.assertEqual(memories, first_memories)
+        self.assertNotIn("asked about the well again", memories[0])
+        self.assertIn("asked about the well again", second, "as the tool's result")
 
 
 class TestStopConditions(LoopTestCase):
