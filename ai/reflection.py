@@ -151,13 +151,10 @@ def reflect_on(script, character, rows, audience):
         "offered": [row.entry_id for row in rows],  # review_journal adds what it shows
     }
     start = latest_entry_id(character)
-    loop = yield run_react_loop(
-        script, character, CONTEXT_REFLECTION, event=event, audience=audience
-    )
-    outcome = {"covered": True, "calls": loop.iterations, "contexts": [CONTEXT_REFLECTION]}
+    outcome = {"covered": True, "calls": 0, "contexts": []}
+    loop = yield run_one(script, character, CONTEXT_REFLECTION, event, audience, outcome)
     if loop.stop_reason in FAILED:
         return dict(outcome, covered=False, error=failure(loop))
-    write_stated_insights(character, loop.unspoken, event["offered"], audience)
     if (
         loop.stop_reason == "no_tool_call"
         and loop.unspoken
@@ -165,32 +162,30 @@ def reflect_on(script, character, rows, audience):
     ):
         told = one_line(loop.unspoken[-1])[:QUOTED_ANSWER_CHARS]
         again = RECORD_AGAIN.format(answer=quoted(told))
-        loop = yield run_react_loop(
-            script,
-            character,
-            CONTEXT_REFLECTION,
-            event=dict(event, instruction=f"{event['instruction']}\n{again}"),
-            audience=audience,
-        )
-        outcome["calls"] += loop.iterations
-        outcome["contexts"].append(CONTEXT_REFLECTION)
+        asked = dict(event, instruction=f"{event['instruction']}\n{again}")
+        loop = yield run_one(script, character, CONTEXT_REFLECTION, asked, audience, outcome)
         if loop.stop_reason in FAILED:
             return dict(outcome, error=failure(loop))
-        write_stated_insights(character, loop.unspoken, event["offered"], audience)
     if loop.stop_reason != "max_iterations" or not loop.tool_result:
         return dict(outcome, error=None)
-    cont = yield run_react_loop(
-        script,
-        character,
-        CONTEXT_REFLECTION_CONT,
-        event=event,
-        audience=audience,
-        tool_result=loop.tool_result,
+    cont = yield run_one(
+        script, character, CONTEXT_REFLECTION_CONT, event, audience, outcome, loop.tool_result
     )
-    outcome["calls"] += cont.iterations
-    outcome["contexts"].append(CONTEXT_REFLECTION_CONT)
-    write_stated_insights(character, cont.unspoken, event["offered"], audience)
     return dict(outcome, error=failure(cont) if cont.stop_reason in FAILED else None)
+
+
+@defer.inlineCallbacks
+def run_one(script, character, context_type, event, audience, outcome, tool_result=None):
+    """Run ``context_type`` on ``event``, count it in ``outcome`` (``calls``, ``contexts``)
+    and, unless it failed, write the insights its text states; fire with the loop."""
+    loop = yield run_react_loop(
+        script, character, context_type, event=event, audience=audience, tool_result=tool_result
+    )
+    outcome["calls"] += loop.iterations
+    outcome["contexts"].append(context_type)
+    if loop.stop_reason not in FAILED:
+        write_stated_insights(character, loop.unspoken, event["offered"], audience)
+    return loop
 
 
 def failure(loop):

@@ -7,8 +7,9 @@ closing a goal drops its active sub-goals, and a goal whose steps are all done o
 at least one done, is done with them. A goal still active after ``goal_turn_limit``
 autonomous turns on it is blocked (a builder resumes it with ``aigoal/resume``). What a
 goal came from is kept: its ``source`` (builder, player, self or decomposition) and
-``origin`` (who asked, or which goal it is a step of). A goal keeps the ``audience`` of the turn that made it (see ``ai.audience``):
-one asked for in a whisper is only ever shown in turns private to its whisperer.
+``origin`` (who asked, or which goal it is a step of). A goal keeps the ``audience`` of
+the turn that made it (see ``ai.audience``): one asked for in a whisper is only ever shown
+in turns private to its whisperer.
 """
 
 from django.db import transaction
