@@ -15,6 +15,7 @@ from django.utils import timezone
 from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
 from ..utils.markers import SUPERSEDED_MARK
+from ..utils.raw_rows import select_rows
 
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
 # Journal entries that are records of the past rather than facts: never made memories.
@@ -163,35 +164,62 @@ def recalled(character, hits, audience, limit, exclude_sources=()):
         list: Dicts with ``memory_id``, ``text``, ``score``, ``valid_from``, ``invalid_at``,
         ``superseded_by`` (the newer text, or None) and ``entry_id``.
     """
-    links = {
-        link.memory_id: link
-        for link in MemoryLink.objects.filter(
-            db_object_id=character.id, memory_id__in=[hit[0] for hit in hits]
-        ).select_related("superseded_by", "entry")
-    }
+    if not hits:
+        return []
+    links = _links_of(character, [hit[0] for hit in hits])
+    newer = _by_id(MemoryLink, ["text"], {link[5] for link in links.values()})
+    entries = _by_id(
+        JournalEntry,
+        ["source_message_ids", "entry_id", "score"],
+        {link[6] for link in links.values()},
+    )
     found, excluded = [], set(exclude_sources)
     for memory_id, text, score in hits:
         link = links.get(memory_id)
-        if link is None or not may_hear(link.audience, audience):
+        if link is None or not may_hear(link[1], audience):
             continue  # a memory without a link is unknown to the journal: never shown
-        sources = set(link.entry.source_message_ids or ()) if link.entry else set()
-        if sources and sources <= excluded:
+        _, _, link_text, valid_from, invalid_at, newer_id, entry_id = link
+        sources, entry_key, importance = entries.get(entry_id, ((), None, None))
+        if sources and set(sources) <= excluded:
             continue
-        newer = link.superseded_by
         found.append(
             {
                 "memory_id": memory_id,
-                "text": link.text,
+                "text": link_text,
                 "score": round(float(score), 3),
-                "valid_from": link.valid_from,
-                "invalid_at": link.invalid_at,
-                "superseded_by": newer.text if newer else None,
-                "entry_id": link.entry.entry_id if link.entry else None,
-                "importance": link.entry.score if link.entry and link.entry.score else None,
+                "valid_from": valid_from,
+                "invalid_at": invalid_at,
+                "superseded_by": newer[newer_id][0] if newer_id in newer else None,
+                "entry_id": entry_key,
+                "importance": importance or None,
             }
         )
     found.sort(key=lambda memory: (memory["invalid_at"] is None, rank(memory)), reverse=True)
     return found[:limit]
+
+
+def _links_of(character, memory_ids):
+    """Return memory id -> the link's ``(memory id, audience, text, valid_from, invalid_at,
+    superseded_by id, entry id)``, read in plain SQL (a recall runs on every turn)."""
+    marks = ", ".join(["%s"] * len(memory_ids))
+    rows = select_rows(
+        MemoryLink,
+        ["memory_id", "audience", "text", "valid_from", "invalid_at", "superseded_by", "entry"],
+        f"db_object_id = %s AND memory_id IN ({marks})",
+        [character.id, *memory_ids],
+        "ORDER BY id",
+    )
+    return {row[0]: row for row in rows}
+
+
+def _by_id(model, names, ids):
+    """Return primary key -> the values of the fields ``names`` of the ``model`` rows
+    ``ids`` (None left out)."""
+    ids = [pk for pk in ids if pk is not None]
+    if not ids:
+        return {}
+    marks = ", ".join(["%s"] * len(ids))
+    return {row[0]: row[1:] for row in select_rows(model, ["id", *names], f"id IN ({marks})", ids)}
 
 
 def rank(memory):

@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..utils.markers import (
     CONVERSATION_LINE,
@@ -72,6 +73,9 @@ _LOOK_REQUEST = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 _LOOK_TAIL = re.compile(r"\s+(?:for me|please|now|again)\s*$", re.IGNORECASE)
 _GESTURES = {"waves", "bows", "greets", "smiles", "nods", "salutes", "hugs", "winks"}
+# Earlier lines whose reading is kept: a prompt sends the same history call after call, and
+# reading every line of it again was most of a call (22 ms at 2,000 messages, issue 23).
+LINES_READ = 20000
 
 
 @dataclass
@@ -122,7 +126,7 @@ def _earlier_lines(messages, role):
         if role == "tool" and message.get("tool_call_id") not in looks:
             continue  # only what the assistant looked at tells about the world
         if role == "user":
-            speaker, verb, text = read_event(message.get("content"))
+            speaker, verb, text = _event_of(message.get("content"))
             if verb != "emotes":  # a pose tells nothing
                 yield speaker, text
         elif message is not messages[0]:  # tool results, and system lines after the first
@@ -149,16 +153,37 @@ def best_recollection(question, messages):
     for role in ("user", "tool", "system"):
         best, best_score = None, 0
         for speaker, text in _earlier_lines(messages, role):
-            if is_question(text):
+            asks, terms = _line_terms(text)
+            if asks:
                 continue
-            # Matched without its greeting: "Hello Helper!" shares "helper" with any question
-            # that names the assistant.
-            score = len(wanted & keywords(statement(text)))
+            score = len(wanted & terms)
             if score >= best_score and score > 0:
                 best, best_score = (speaker, text), score
         if best:
             return best
     return None
+
+
+@lru_cache(maxsize=LINES_READ)
+def _line_terms(text):
+    """Return whether an earlier line asks a question, and its content words; read without
+    its greeting: "Hello Helper!" shares "helper" with any question that names the
+    assistant."""
+    return is_question(text), frozenset(keywords(statement(text)))
+
+
+def _kept(function):
+    """Return ``function`` of a message's content, its results kept for text contents."""
+    cached = lru_cache(maxsize=LINES_READ)(function)
+    return lambda content: cached(content) if isinstance(content, str) else function(content)
+
+
+def _reads_as_event(content):
+    return parse_event(content)[0] is not None or bool(parse_happening(content))
+
+
+_event_of = _kept(read_event)
+_is_event = _kept(_reads_as_event)
 
 
 def compose_reply(speaker, text, messages, verb="says", can_note=True):
@@ -291,12 +316,7 @@ def _last_user_index(messages):
     echo) leaves the event the one to answer.
     """
     users = [i for i, message in enumerate(messages) if message.get("role") == "user"]
-    events = [
-        i
-        for i in users
-        if parse_event(messages[i].get("content"))[0] is not None
-        or parse_happening(messages[i].get("content"))
-    ]
+    events = [i for i in users if _is_event(messages[i].get("content"))]
     return (events or users or [None])[-1]
 
 
