@@ -12,8 +12,9 @@ class AiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        """Connect the signals that keep an idle tick's answers true (see
-        ``ai.helpers.idle_checks``)."""
-        from .helpers import idle_checks
+        """Connect the signals that keep an idle tick's answers and the resolved
+        configurations true (see ``ai.helpers.idle_checks``, ``ai.helpers.config_writes``)."""
+        from .helpers import config_writes, idle_checks
 
         idle_checks.connect()
+        config_writes.connect()

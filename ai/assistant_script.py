@@ -24,6 +24,7 @@ from .config import (
     resolve_config,
 )
 from .context_usage import measure_context, with_history_now
+from .helpers import config_writes
 from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .llm_interaction import resolve_model
@@ -116,20 +117,23 @@ class AssistantScript(DefaultScript):
                 pending[name] = value
                 check(*(pending[other] for other in names))
         self.attributes.add(name, value)
-        self.ndb.tick_config = None
 
     def effective_config(self):
         """Return the usable configuration, logging (once each) any refused stored value.
 
-        During a tick it is resolved once (reading every attribute costs about a
-        millisecond, and a tick asks a dozen times); ``set_config`` drops that copy.
+        Resolved once and kept until a configuration attribute is written (reading every
+        attribute costs about a millisecond, and a tick asks a dozen times; see
+        ``ai.helpers.config_writes``). The configuration returned is shared: never change it.
         """
-        if self.ndb.tick_config is not None:
-            return self.ndb.tick_config
-        stored = {
-            name: deserialize(self.attributes.get(name, default_value(name)))
-            for name in SCRIPT_CONFIG
-        }
+        kept = self.ndb.kept_config
+        if kept is not None and kept[0] == config_writes.generation():
+            return kept[1]
+        resolved_at = config_writes.generation()
+        stored = {}
+        for name in SCRIPT_CONFIG:
+            value = self.attributes.get(name)
+            if value is not None or self.attributes.has(name):
+                stored[name] = deserialize(value)
         config, problems = resolve_config(stored)
         reported = self.ndb.reported_config_problems or set()
         for problem in problems:
@@ -137,6 +141,7 @@ class AssistantScript(DefaultScript):
                 logger.log_err(f"AI {self.label}: {problem}")
                 reported.add(problem)
         self.ndb.reported_config_problems = reported
+        self.ndb.kept_config = (resolved_at, config)
         return config
 
     def get_config(self, name):
@@ -244,7 +249,6 @@ class AssistantScript(DefaultScript):
             record_tick(self, result, self.effective_config())
         except Exception:  # a row of the usage chart is never worth a failed tick
             logger.log_trace(f"AI {self.label}: the tick's usage was not recorded")
-        self.ndb.tick_config = None
         self.ndb.last_tick = result
         return result
 
@@ -258,7 +262,7 @@ class AssistantScript(DefaultScript):
         character = self.obj
         if character is None:
             return {"status": "no_character"}
-        config = self.ndb.tick_config = self.effective_config()
+        config = self.effective_config()
         if self.db.operating_mode == "sleep":
             if not self.has_pending_events():
                 result = yield self.sleep_tick(character, config)

@@ -589,7 +589,7 @@ def resolve_config(values):
     """
     config, problems = {}, []
     for name in SCRIPT_CONFIG:
-        value = values.get(name, default_value(name))
+        value = values[name] if name in values else default_value(name)
         try:
             check_value(name, value)
         except ConfigError as err:

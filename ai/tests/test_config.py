@@ -360,6 +360,24 @@ class TestTickSurvivesBadStoredValues(AssistantTestCase):
                 self.assertEqual(self.script.get_config(name), SCRIPT_CONFIG[name].default)
         self.assertEqual(len(logged), len(stored), "each logged once, not every tick")
 
+    def test_a_value_written_or_removed_outside_set_config_counts_at_once(self):
+        # The resolved configuration is kept between ticks; a builder's `set` (an attribute
+        # written directly) or a removed attribute must still count for the next tick.
+        self.char1.execute_cmd("say hello there")
+        self.tick()
+        self.assertEqual(
+            self.script.get_config("thinking_delay"), SCRIPT_CONFIG["thinking_delay"].default
+        )
+        self.script.db.thinking_delay = 0.5
+        self.assertEqual(self.script.get_config("thinking_delay"), 0.5)
+        self.script.attributes.add("sleep_after_idle_ticks", 1)
+        self.tick()
+        self.assertEqual(self.script.state, "dozing", "one idle tick put it to sleep")
+        self.script.attributes.remove("thinking_delay")
+        self.assertEqual(
+            self.script.get_config("thinking_delay"), SCRIPT_CONFIG["thinking_delay"].default
+        )
+
     def test_inverted_thresholds_fall_back_to_both_defaults(self):
         self.script.db.compact_sleep_threshold = 0.9
         self.script.db.compact_emergency_threshold = 0.6
