@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from twisted.internet import defer, reactor, task
 
 from .audience import may_hear, message_audience
 from .fields import restore_nul, restore_nul_json
@@ -43,6 +44,8 @@ _COLUMNS = (
 )
 # Ids one query names at most: SQLite's older builds allow 999 parameters.
 _IDS_PER_QUERY = 500
+# Messages ``warm`` reads a reactor turn.
+WARM_PAGE = 250
 # Messages read on each side of one to find its tool-call unit: more than a tick's calls.
 _UNIT_SCAN = 64
 _SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
@@ -333,23 +336,62 @@ class ConversationHistory:
         page = _rows_holding(wanted, live_tokens, live_count)
         pages, tokens, before = [], 0, None
         while tokens < wanted:
-            condition, params = "is_live = %s", [True]
-            if before is not None:
-                condition, params = "is_live = %s AND position < %s", [True, before]
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"{_SELECT_MESSAGES} AND {condition} ORDER BY position DESC, id DESC "
-                    "LIMIT %s",
-                    [self.script.id, *params, page],
-                )
-                rows = cursor.fetchall()
-            batch = [_columns_to_message(columns) for columns in reversed(rows)]
+            batch = self._page(before, page)
             pages.append(batch)
             tokens += sum(message["token_count"] for message in batch)
-            if len(rows) < page:
+            if len(batch) < page:
                 break
             before = batch[0]["position"]
+        return self._tail_of(pages, revision, live_count, wanted)
+
+    @defer.inlineCallbacks
+    def warm(self, tokens):
+        """Hold the newest live messages a prompt of ``tokens`` may send, read a page of
+        ``WARM_PAGE`` a reactor turn, each with the part of it that is sent.
+
+        Read at once, a long history holds the reactor (2,000 messages: about 20 ms of a
+        first tick), and a server's first ticks after a start all read theirs. A tail held
+        already (current or not), or a history written to meanwhile, is left to
+        :meth:`recent`, which reads what it needs then.
+
+        Returns:
+            Deferred: Fires with None once the tail is held (or left).
+        """
+        if self.script.ndb.live_tail is not None:
+            return  # held: ``recent`` checks it is current, and reads only what changed
+        revision, _, live_count = self._state()
+        pages, held, before = [], 0, None
+        while held < tokens:
+            batch = self._page(before, WARM_PAGE)
+            for message in batch:
+                message.sendable_part()
+            pages.append(batch)
+            held += sum(message["token_count"] for message in batch)
+            if len(batch) < WARM_PAGE:
+                break
+            before = batch[0]["position"]
+            yield task.deferLater(reactor, 0, lambda: None)
+        if self._state()[0] == revision:
+            self.script.ndb.live_tail = self._tail_of(pages, revision, live_count, tokens)
+
+    def _page(self, before, size):
+        """Return up to ``size`` of the newest live messages before ``position`` (None: the
+        newest of all), oldest first."""
+        condition, params = "is_live = %s", [True]
+        if before is not None:
+            condition, params = "is_live = %s AND position < %s", [True, before]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"{_SELECT_MESSAGES} AND {condition} ORDER BY position DESC, id DESC LIMIT %s",
+                [self.script.id, *params, size],
+            )
+            rows = cursor.fetchall()
+        return [_columns_to_message(columns) for columns in reversed(rows)]
+
+    def _tail_of(self, pages, revision, live_count, wanted):
+        """Return the tail of ``pages`` (newest first) read at ``revision``."""
         messages = [message for batch in reversed(pages) for message in batch]
+        tokens = sum(message["token_count"] for message in messages)
         private = sum(1 for message in messages if message_audience(message))
         complete = len(messages) == live_count
         tail = _Tail(revision, self.counted_for, messages, tokens, complete, wanted, private)

@@ -202,6 +202,16 @@ class _Turn:
         self.reads_history = includes(config, COMPONENT_CONVERSATION_HISTORY)
         self.local = []
 
+    def warm(self):
+        """Read a history not held yet a page a reactor turn (``ConversationHistory.warm``).
+
+        Returns:
+            Deferred: Fires with None.
+        """
+        if not (self.records_history or self.reads_history):
+            return defer.succeed(None)
+        return self.script.history.warm(self.budget)
+
     def history(self):
         """Return what the prompt may show: the newest heard messages its budget could
         hold (see ``ConversationHistory.recent``), then the loop's own."""
@@ -307,6 +317,7 @@ def run_react_loop(
     if pattern.sub_agents_enabled:
         context.sub_agent = partial(run_sub_agent, context)
     turn = _Turn(script, config, audience, budget, audience_only)
+    yield turn.warm()
     if memories is None:
         shown = [message["id"] for message in turn.history() if "id" in message]
         memories = yield recall_for(script, character, config, event, audience, shown)

@@ -91,9 +91,7 @@ def main():
         fresh, again = answer_ms(size)
         answers.append({"messages": size, "lines_read_anew_ms": fresh, "lines_kept_ms": again})
     print(
-        json.dumps(
-            {"model": MODEL, "prompt_count_cpu": results, "answer_cpu": answers}, indent=2
-        )
+        json.dumps({"model": MODEL, "prompt_count_cpu": results, "answer_cpu": answers}, indent=2)
     )
 
 

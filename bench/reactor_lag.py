@@ -14,7 +14,8 @@ because the previous one was still running, the probe fires lost (a timer that c
 fire on time for a whole period), the ticks started and the main thread's CPU per tick.
 Each run is its own process (a reactor runs once per process). Prints JSON; always exits 0
 (a report, not a test). Run from the repository root: ``make bench`` (it takes about
-fifteen minutes), or one run: ``.venv/bin/python bench/reactor_lag.py --run 100 offline``.
+fifteen minutes), or one run: ``.venv/bin/python bench/reactor_lag.py --run 100 offline`` (``--run 200
+remote 60`` runs it with a model pool of 60 threads, ``AI_LLM_THREADS``).
 """
 
 import json
@@ -168,20 +169,24 @@ def measure(count, engine):
     }
 
 
-def run_one(count, engine):
-    """Measure one run in this process and print its JSON."""
+def run_one(count, engine, threads=None):
+    """Measure one run in this process and print its JSON; ``threads`` sets
+    ``AI_LLM_THREADS`` (the model pool) instead of the default."""
     setup_evennia()
+    from django.conf import settings
     from play import run_in_reactor
 
+    if threads:
+        settings.AI_LLM_THREADS = threads
     result = run_in_reactor(measure, count, engine)
     if not isinstance(result, dict):
         result.raiseException()
-    print(json.dumps(result))
+    print(json.dumps(dict(result, model_threads=threads or "default")))
 
 
 def main():
     if sys.argv[1:2] == ["--run"]:
-        run_one(int(sys.argv[2]), sys.argv[3])
+        run_one(*map(int, sys.argv[2:3]), sys.argv[3], *map(int, sys.argv[4:5]))
         return
     rows = []
     for count, engine in RUNS:

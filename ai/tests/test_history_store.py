@@ -2,9 +2,11 @@
 
 import random
 from unittest import TestCase
+from unittest.mock import patch
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from twisted.internet import reactor
 
 from ai.audience import may_hear, message_audience
 from ai.history import HistoryChanged, _heard_suffix, _Tail
@@ -12,7 +14,7 @@ from ai.models import ConversationMessage
 from ai.utils.message_format import MessageValidationError
 from ai.utils.token_counter import count_message_tokens
 
-from .support import AssistantTestCase
+from .support import AssistantTestCase, wait_for
 from .test_token_counter import TOOL_CALL_MESSAGE
 
 MODEL = "offline/assistant"
@@ -177,6 +179,43 @@ class TestRecentHistory(AssistantTestCase):
         tool_tokens = self.script.conversation_history[-2]["token_count"]
         recent = self.script.history.recent(2 * tool_tokens)
         self.assertNotEqual(recent[0]["role"], "tool")
+
+    def read_cold(self, tokens, between=None):
+        """Warm a history not held, a page of 10 messages a reactor turn; call ``between``
+        at the first turn. Return how many turns another timer saw before it was held."""
+        self.script.ndb.live_tail = None
+        turns = []
+
+        def turn():
+            turns.append(1)
+            if between and len(turns) == 1:
+                between()
+            if not warming.called:
+                reactor.callLater(0, turn)
+
+        with patch("ai.history.WARM_PAGE", 10):
+            warming = self.script.history.warm(tokens)
+            reactor.callLater(0, turn)
+            wait_for(warming)
+        return len(turns)
+
+    def test_a_history_not_held_is_read_a_page_a_reactor_turn(self):
+        for index in range(45):
+            self.line(index)
+        expected = [m["id"] for m in self.script.conversation_history]
+        self.assertGreaterEqual(self.read_cold(10**6), 4, "the reactor turned between pages")
+        with CaptureQueriesContext(connection) as queries:
+            held = self.script.history.recent(10**6)
+        self.assertEqual([m["id"] for m in held], expected)
+        self.assertEqual(len(queries), 1, "only the counter is read: the messages are held")
+
+    def test_a_history_written_while_it_is_read_is_read_again(self):
+        for index in range(45):
+            self.line(index)
+        self.read_cold(10**6, between=lambda: self.line(45))
+        contents = [m["content"] for m in self.script.history.recent(10**6)]
+        self.assertEqual(len(contents), 46)
+        self.assertEqual(contents[-1], 'Char says, "line 45"')
 
 
 class TestHeardSuffix(TestCase):
