@@ -26,6 +26,7 @@ from .utils.token_counter import (
     count_message_tokens,
     count_tokens,
     count_tools_tokens,
+    kept_message_tokens,
     stored_tokens,
 )
 
@@ -270,7 +271,7 @@ def assemble_prompt(
                 "key": component.key,
                 "static": component.is_static,
                 "message": message,
-                "tokens": count_message_tokens(message, model),
+                "tokens": kept_message_tokens(message, model),
             }
         )
     fixed = sum(p["tokens"] for p in parts) + count_tools_tokens(tools, model)

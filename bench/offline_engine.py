@@ -4,7 +4,7 @@ The offline engine (the default model) reports the tokens of each prompt it answ
 provider does. A prompt sends the history's messages again call after call; counting
 them anew with tiktoken took a third of the engine's thread at 50 assistants (issue 23).
 The engine now keeps the counts of plain messages by their text
-(``ai.offline.engine.prompt_message_tokens``). For prompts of ``SIZES`` messages, this
+(``ai.utils.token_counter.kept_message_tokens``). For prompts of ``SIZES`` messages, this
 reports the CPU time of one count both ways, in the same run: every message counted anew
 (``count_message_tokens``, as before) and through the kept counts (after a first call).
 
@@ -77,14 +77,13 @@ def cpu_ms(count, messages):
 
 def main():
     setup_evennia()
-    from ai.offline.engine import prompt_message_tokens
-    from ai.utils.token_counter import count_message_tokens
+    from ai.utils.token_counter import count_message_tokens, kept_message_tokens
 
     results = []
     for size in SIZES:
         messages = prompt(size)
         anew = cpu_ms(count_message_tokens, messages)
-        kept = cpu_ms(prompt_message_tokens, messages)
+        kept = cpu_ms(kept_message_tokens, messages)
         results.append({"messages": size, "recounted_ms": anew, "kept_ms": kept})
     answers = []
     for size in SIZES:

@@ -103,7 +103,7 @@ class TestCountMessages(TestCase):
 
 class TestOfflineEngineUsage(TestCase):
     def test_the_engine_reports_what_the_counter_counts_and_recounts_a_changed_message(self):
-        from ai.offline.engine import prompt_message_tokens
+        from ai.utils.token_counter import kept_message_tokens
 
         model = "offline/assistant"
         call = {"id": "c1", "type": "function", "function": {"name": "noop", "arguments": "{}"}}
@@ -115,9 +115,9 @@ class TestOfflineEngineUsage(TestCase):
         for _ in range(2):  # the second time from what was kept
             for message in messages:
                 self.assertEqual(
-                    prompt_message_tokens(message, model), count_message_tokens(message, model)
+                    kept_message_tokens(message, model), count_message_tokens(message, model)
                 )
         longer = {"role": "user", "content": messages[0]["content"] + " And at dusk, too."}
         self.assertGreater(
-            prompt_message_tokens(longer, model), prompt_message_tokens(messages[0], model)
+            kept_message_tokens(longer, model), kept_message_tokens(messages[0], model)
         )
