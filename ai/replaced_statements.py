@@ -12,7 +12,7 @@ and ``aihistory`` show it whole.
 
 from functools import lru_cache
 
-from .utils.facts import fact_shape, replaces
+from .utils.facts import LaterStatements, statement_replaces
 from .utils.markers import GATE_HEADERS, NOTES_HEADER, SAID_HEADER, SUMMARY_MARKER
 from .utils.message_format import read_event, unquoted
 from .utils.sentences import sentences
@@ -29,7 +29,7 @@ def without_replaced(messages):
     if not any(said):
         return messages
     result = list(messages)
-    later = _LaterStatements()  # of the messages after the one being read
+    later = LaterStatements(_replaces)  # of the messages after the one being read
     for index in range(len(messages) - 1, -1, -1):
         kept = said[index]
         if not kept:
@@ -40,30 +40,6 @@ def without_replaced(messages):
             result[index] = dict(messages[index], content=_without(messages[index], stale))
         later.add(statement for _, statement in kept)
     return result
-
-
-class _LaterStatements:
-    """The ``(speaker, sentence)`` statements after a point of the history, filed by their
-    shape (``utils.facts.fact_shape``), so that each kept statement is compared only with
-    those that could replace it: the same relation, or a word of change."""
-
-    def __init__(self):
-        self.by_kind = {}
-        self.changed = []
-
-    def add(self, statements):
-        for statement in statements:
-            kind, changed = fact_shape(statement[1])
-            if changed:
-                self.changed.append(statement)
-            elif kind:
-                self.by_kind.setdefault(kind, []).append(statement)
-
-    def replace(self, statement):
-        """Tell whether one of these statements replaces ``statement``."""
-        kind, _ = fact_shape(statement[1])
-        candidates = (*self.changed, *self.by_kind.get(kind, ())) if kind else self.changed
-        return any(_replaces(newer, statement) for newer in candidates)
 
 
 def _kept_statements(message):
@@ -99,10 +75,7 @@ def _player_sentences(message):
     return _player_sentences_of(content)
 
 
-@lru_cache(maxsize=_COMPARED)
-def _replaces(newer, older):
-    (new_speaker, new_sentence), (old_speaker, old_sentence) = newer, older
-    return replaces(new_sentence, old_sentence, (new_speaker, old_speaker))
+_replaces = lru_cache(maxsize=_COMPARED)(statement_replaces)
 
 
 def _without(message, stale):

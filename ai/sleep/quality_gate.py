@@ -26,10 +26,10 @@ only, so it is deterministic.
 
 from ..helpers.journal import entries_citing
 from ..utils.facts import (
+    LaterStatements,
     plain_words,
     relates_specific_subject,
     replaced_value,
-    replaces,
     telling_words,
 )
 from ..utils.faithfulness import Repairs, check_summary, examples_of, read_transcript
@@ -124,7 +124,7 @@ def statements(members, assistant):
     assistant), or relates a specific subject to a value ("the password for the loft is
     <word>"): questions, greetings and small talk tell no fact to keep; nor does one that
     a later statement among them replaces ("... is now ...", "Correction: ...")."""
-    found = []
+    found, seen = [], set()
     for message in members:
         if message["role"] != "user":
             continue
@@ -132,16 +132,15 @@ def statements(members, assistant):
         if speaker is None or verb == "emotes":
             continue
         for sentence in sentences(words):
-            said_before = (speaker, sentence) in found
-            if tells_fact(sentence, (speaker, assistant)) and not said_before:
+            if (speaker, sentence) not in seen and tells_fact(sentence, (speaker, assistant)):
                 found.append((speaker, sentence))
-    return [
-        (speaker, sentence)
-        for at, (speaker, sentence) in enumerate(found)
-        if not any(
-            replaces(later, sentence, (teller, speaker)) for teller, later in found[at + 1 :]
-        )
-    ]
+                seen.add((speaker, sentence))
+    kept, later = [], LaterStatements()
+    for statement in reversed(found):
+        if not later.replace(statement):
+            kept.append(statement)
+        later.add([statement])
+    return kept[::-1]
 
 
 def tells_fact(sentence, ignored=()):

@@ -1,12 +1,14 @@
 """The compaction's quality gate (journaled facts survive it) and its stall guard."""
 
+import random
+
 from django.test import SimpleTestCase
 
 from ai.helpers.journal import add_entry, journal_entries
 from ai.sleep.common import is_stuck
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.extraction import run_pre_compaction_extraction
-from ai.utils.facts import plain_words
+from ai.utils.facts import LaterStatements, plain_words, statement_replaces
 from ai.utils.grounding import key_terms, survives
 from ai.utils.markers import RESTORED_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
 from ai.utils.message_format import is_summary, summary_text
@@ -55,6 +57,39 @@ class TestSurvives(SimpleTestCase):
             survives(coins, set(plain_words("Char buried 41 gold coins in Mirkwood.")))
         )
         self.assertTrue(survives(coins, set(plain_words("Char buried 40 gold coins in Mirkwood."))))
+
+
+class TestStatementsReplacedLater(SimpleTestCase):
+    """The gate keeps a player's statement unless a later one replaces it; it compares each
+    only with the later ones that could (``utils.facts.LaterStatements``)."""
+
+    def test_the_same_statements_are_kept_as_when_every_pair_is_compared(self):
+        subjects = ["the gate", "the old gate", "the gate password", "the north gate password"]
+        subjects += ["the ferry", "my falcon", "Dana", "it"]
+        verbs = ["is", "leaves at", "lives in", "is called", "owes", "moved to", "keeps"]
+        values = ["dawn", "dusk", "swordfish", "marmalade", "the pier", "40 gold coins"]
+        chosen, replaced = random.Random(7), 0
+        for _ in range(400):
+            said = []
+            for _ in range(chosen.randint(2, 6)):
+                verb, _, rest = chosen.choice(verbs).partition(" ")
+                change = chosen.choice(["", "", "now ", "instead "])
+                words = " ".join(filter(None, [verb, change.strip(), rest, chosen.choice(values)]))
+                sentence = f"{chosen.choice(subjects).capitalize()} {words}."
+                said.append((chosen.choice(["Bob", "Dana"]), sentence))
+            pairwise = [
+                statement
+                for at, statement in enumerate(said)
+                if not any(statement_replaces(later, statement) for later in said[at + 1 :])
+            ]
+            kept, later = [], LaterStatements()
+            for statement in reversed(said):
+                if not later.replace(statement):
+                    kept.append(statement)
+                later.add([statement])
+            self.assertEqual(kept[::-1], pairwise, said)
+            replaced += len(said) - len(pairwise)
+        self.assertGreater(replaced, 100, "the statements replace each other often")
 
 
 class TestQualityGate(CompactionGateTestCase):

@@ -10,6 +10,7 @@ moved to Rivertown". Who told it ("Dana told me that ...") and words of change (
 
 import re
 from functools import lru_cache
+from itertools import combinations
 
 # Relations of one kind: a later fact through any of them replaces an earlier one.
 RELATION_KINDS = {
@@ -167,14 +168,86 @@ def parse_fact(words):
 
 @lru_cache(maxsize=16384)
 def fact_shape(text):
-    """Return ``(relation kind or None, whether it says it changed)`` of the fact ``text``.
+    """Return ``(relation kind or None, whether it says it changed, subject words, value
+    words)`` of the fact ``text`` (the words as frozensets, empty without a relation).
 
     A fact replaces another (:func:`replaced_value`) only when it says it changed, or when
-    both relate their subject by the same kind: comparing shapes first spares the full
-    comparison of most pairs.
+    both relate the same subject (one's words held in the other's) by the same kind to
+    another value: comparing shapes first spares the full comparison of most pairs.
     """
     parsed = parse_fact(fact_words(text))
-    return (parsed[1] if parsed else None), bool(CHANGE_WORDS & set(plain_words(text)))
+    changed = bool(CHANGE_WORDS & set(plain_words(text)))
+    if not parsed:
+        return None, changed, frozenset(), frozenset()
+    subject, kind, value = parsed
+    return kind, changed, frozenset(subject), frozenset(value)
+
+
+# Words of a subject up to which the subjects held in it are looked up one by one (2**n).
+SUBSET_WORDS = 8
+
+
+class LaterStatements:
+    """``(speaker, sentence)`` statements made after some point, filed by their shape
+    (:func:`fact_shape`), so that an earlier statement is compared only with those that
+    could replace it: those that say they changed, and those of the same relation whose
+    subject holds its subject or is held in it, with another value. Comparing every pair
+    made a compaction of 1,000 messages take two seconds (the quality gate's statements).
+
+    Args:
+        compare (callable, optional): ``compare(newer, older)`` of two statements, by
+            default :func:`statement_replaces`.
+    """
+
+    def __init__(self, compare=None):
+        self.changed = []
+        self.facts = {}  # kind -> subject words -> value words -> statements
+        self.subjects_with = {}  # (kind, word) -> the subjects holding the word
+        self.compare = compare or statement_replaces
+
+    def add(self, statements):
+        """File ``statements`` among the later ones."""
+        for statement in statements:
+            kind, changed, subject, value = fact_shape(statement[1])
+            if changed:
+                self.changed.append(statement)
+            elif kind:
+                values = self.facts.setdefault(kind, {}).setdefault(subject, {})
+                values.setdefault(value, []).append(statement)
+                for word in subject:
+                    self.subjects_with.setdefault((kind, word), set()).add(subject)
+
+    def replace(self, statement):
+        """Tell whether one of these statements replaces ``statement``."""
+        kind, _, subject, value = fact_shape(statement[1])
+        candidates = list(self.changed)
+        by_subject = self.facts.get(kind, {}) if kind else {}
+        for other in self._nested(kind, subject, by_subject):
+            for other_value, said in by_subject[other].items():
+                if other_value != value:
+                    candidates += said
+        return any(self.compare(newer, statement) for newer in candidates)
+
+    def _nested(self, kind, subject, by_subject):
+        """Return the subjects filed under ``kind`` that hold ``subject`` or are held in it
+        (the empty subject only when ``subject`` is empty)."""
+        if not subject:
+            return {subject} if subject in by_subject else set()
+        postings = sorted((self.subjects_with.get((kind, w), set()) for w in subject), key=len)
+        holding = set(postings[0]).intersection(*postings[1:])
+        if len(subject) > SUBSET_WORDS:
+            return holding | {other for other in set().union(*postings) if other <= subject}
+        parts = (
+            frozenset(words) for n in range(1, len(subject)) for words in combinations(subject, n)
+        )
+        return holding | {part for part in parts if part in by_subject}
+
+
+def statement_replaces(newer, older):
+    """Tell whether the statement ``newer`` replaces ``older``, each ``(speaker,
+    sentence)`` (:func:`replaces`, told by its speakers)."""
+    (new_speaker, new_sentence), (old_speaker, old_sentence) = newer, older
+    return replaces(new_sentence, old_sentence, (new_speaker, old_speaker))
 
 
 def replaces(newer, older, tellers=(None, None)):
