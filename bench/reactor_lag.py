@@ -14,8 +14,8 @@ because the previous one was still running, the probe fires lost (a timer that c
 fire on time for a whole period), the ticks started and the main thread's CPU per tick.
 Each run is its own process (a reactor runs once per process). Prints JSON; always exits 0
 (a report, not a test). Run from the repository root: ``make bench`` (it takes about
-fifteen minutes), or one run: ``.venv/bin/python bench/reactor_lag.py --run 100 offline`` (``--run 200
-remote 60`` runs it with a model pool of 60 threads, ``AI_LLM_THREADS``).
+fifteen minutes), or one run: ``.venv/bin/python bench/reactor_lag.py --run 100 offline``
+(``--run 200 remote 60`` runs it with a model pool of 60 threads, ``AI_LLM_THREADS``).
 """
 
 import json
