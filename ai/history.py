@@ -26,7 +26,7 @@ from .models import ConversationMessage, HistoryCounter
 from .prompt_assembly import history_units, unit_start
 from .utils.message_format import StoredMessage, validate_message
 from .utils.raw_rows import insert_row
-from .utils.token_counter import count_message_tokens, counting_key
+from .utils.token_counter import count_message_tokens, counting_key, kept_message_tokens
 
 _COUNTER_TABLE = HistoryCounter._meta.db_table
 _MESSAGE_TABLE = ConversationMessage._meta.db_table
@@ -456,7 +456,8 @@ class ConversationHistory:
         for message, _ in summaries:
             validate_message(message)
         first, last = compacted[0]["position"], compacted[-1]["position"]
-        counted = [count_message_tokens(message, self.model) for message, _ in summaries]
+        # Kept: the compaction counted each summary (its ``summary_token_count``) already.
+        counted = [kept_message_tokens(message, self.model) for message, _ in summaries]
         step = _revision_step()
         with transaction.atomic():
             # Written first: writers elsewhere queue behind this transaction.

@@ -9,12 +9,16 @@ within a share of the words replaced that shrinks when the archive would otherwi
 usage over the threshold. No model is asked to summarize: the escalation runs the
 pre-compaction extraction first, so that their facts are journaled, and the archive is
 where the messages are read back. The compaction is recorded like any other, and
-``aicompact/undo`` takes it back.
+``aicompact/undo`` takes it back. The markers' texts, read from words alone, are written in
+a thread (their work grows with the messages archived); the journal is read and the
+history written in the reactor.
 """
 
 from django.utils import timezone
+from twisted.internet import defer, threads
 
 from ..audience import audience_groups
+from ..helpers.journal import entries_citing
 from ..utils.markers import ARCHIVE_MARKER
 from ..utils.wording import plural
 from .common import (
@@ -34,25 +38,49 @@ from .quality_gate import STATEMENTS_SHARE, restore_earlier, restore_statements
 STATEMENT_SHARES = (1.0, STATEMENTS_SHARE / 2, 0)
 
 
-def archive_marker(character, kind, audience, members, model, now, share):
-    """Return the system message standing for ``members``, archived whole: the marker, then
-    what the earlier summaries and markers among them kept (an archive of an archive keeps
-    its statements), then the statements of theirs that nothing else keeps, oldest first
-    within ``share`` of their words."""
+def marker_text(assistant, cited, members, share):
+    """Return the text of the marker standing for ``members``, archived whole: what it
+    is, then what the earlier summaries and markers among them kept (an archive of an
+    archive keeps its statements), then the statements of theirs that nothing else (nor
+    one of the ``cited`` journal entries) keeps, oldest first within ``share`` of their
+    words. Reads no database.
+
+    Args:
+        assistant (str): The assistant's name.
+        cited (list): The journal entries the marker's readers may hear that cite one of
+            ``members``.
+        members (list): The messages archived.
+        share (float): The share of their words the statements may fill.
+    """
     # The marker's own words are not counted against the share: for a short exchange (a
     # whisper and its answer) they alone would leave no room for its one statement.
     earlier, _ = restore_earlier(members, "", share)
-    said, _, _ = restore_statements(character, audience, members, earlier, share)
-    text = (
+    said, _, _ = restore_statements(assistant, cited, members, earlier, share)
+    return (
         f"{ARCHIVE_MARKER} {plural(len(members), 'earlier message')} "
         f"{'was' if len(members) == 1 else 'were'} archived without a summary "
         f"to make room; search_history finds them by their words.{said}"
     )
+
+
+def marker_texts(assistant, groups):
+    """Return, for each ``(members, cited)`` of ``groups``, its marker's text at each of
+    ``STATEMENT_SHARES`` (a dict by share). Reads no database."""
+    return [
+        {share: marker_text(assistant, cited, members, share) for share in STATEMENT_SHARES}
+        for members, cited in groups
+    ]
+
+
+def archive_marker(kind, audience, members, model, now, text):
+    """Return the system message of ``text`` (:func:`marker_text`) standing for
+    ``members``."""
     return compaction_message(
         "system", text, kind, audience, members, model, now, archived_whole=True
     )
 
 
+@defer.inlineCallbacks
 def archive_oldest(script, character, plan, before, config, extract=None):
     """Archive ``plan``'s messages whole behind one marker per audience.
 
@@ -63,10 +91,17 @@ def archive_oldest(script, character, plan, before, config, extract=None):
         extract (callable, optional): Not run here: the escalation runs it before.
 
     Returns:
-        dict: The result, shaped as a summary compaction's (``archived_messages`` counts
-        the messages archived); a failure when it would remove too little (a stall) or the
-        history changed meanwhile.
+        Deferred: Fires with the result, shaped as a summary compaction's
+        (``archived_messages`` counts the messages archived); a failure when it would
+        remove too little (a stall) or the history changed meanwhile.
     """
+    groups = [
+        (audience, members, entries_citing(character, [m["id"] for m in members], audience))
+        for audience, members in audience_groups(plan.messages)
+    ]
+    texts = yield threads.deferToThread(
+        marker_texts, character.key, [(members, cited) for _, members, cited in groups]
+    )
     store = script.history
     now = timezone.now()
     room = kind_threshold(config, plan.kind) * before.max_tokens
@@ -74,10 +109,10 @@ def archive_oldest(script, character, plan, before, config, extract=None):
     for share in STATEMENT_SHARES:
         markers = [
             (
-                archive_marker(character, plan.kind, audience, members, store.model, now, share),
+                archive_marker(plan.kind, audience, members, store.model, now, text[share]),
                 members,
             )
-            for audience, members in audience_groups(plan.messages)
+            for (audience, members, _), text in zip(groups, texts)
         ]
         marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
         freed = plan.tokens - marker_tokens

@@ -12,7 +12,7 @@ from ..history import HistoryChanged
 from ..models import CompactionRecord
 from ..prompt_assembly import unit_start
 from ..utils.message_format import is_summary
-from ..utils.token_counter import count_message_tokens
+from ..utils.token_counter import kept_message_tokens
 from ..utils.wording import percent, percent_against, plural
 from .notify import announce_compaction
 
@@ -250,7 +250,7 @@ def compaction_message(role, content, kind, audience, members, model, now, **ext
             audience,
         ),
     }
-    message["metadata"]["summary_token_count"] = count_message_tokens(message, model)
+    message["metadata"]["summary_token_count"] = kept_message_tokens(message, model)
     return message
 
 

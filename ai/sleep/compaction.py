@@ -205,7 +205,9 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
                 # when every audience's summary is empty does the compaction fail.
                 summary, error = describe_mechanically(members), None
             if not error:
-                summary = gate_summary(character, audience, members, summary, instructions, gate)
+                summary = yield gate_summary(
+                    character, audience, members, summary, instructions, gate
+                )
                 error = None if summary else REFUSED_BY_GATE.format(**gate)
             if error:
                 logger.log_warn(f"AI {script.label}: {plan.kind} compaction abandoned: {error}")

@@ -21,8 +21,12 @@ In order, for each audience's summary (``gate_summary``):
 
 A line or fact survives when its exact names and numbers are all in the summary, with at
 least half of its other telling words (``ai.utils.grounding.survives``). The gate reads words
-only, so it is deterministic.
+only, so it is deterministic. Once the journal entries citing the messages are read (in the
+reactor), it reads no database: it runs in a thread, as its work grows with the messages
+compacted (seconds of CPU for an emergency compaction of ten thousand messages).
 """
+
+from twisted.internet import threads
 
 from ..helpers.journal import entries_citing
 from ..utils.facts import (
@@ -88,7 +92,8 @@ def describe_report(written, report):
 
 
 def gate_summary(character, audience, members, summary, instructions, report):
-    """Check and repair one audience's summary; add what the gate did to ``report``.
+    """Check and repair one audience's summary in a thread; add what the gate did to
+    ``report``.
 
     Args:
         character (AssistantCharacter): The assistant, whose journal and name count.
@@ -96,26 +101,51 @@ def gate_summary(character, audience, members, summary, instructions, report):
         members (list): The messages the summary stands for.
         summary (str): The summary's text.
         instructions (tuple): The texts the summary call was given (for their examples).
-        report (dict): The counts of :func:`empty_report`, updated in place.
+        report (dict): The counts of :func:`empty_report`, updated in place once the
+            Deferred fires.
 
     Returns:
-        str: The repaired summary, or "" when none of its sentences was kept.
+        Deferred: Fires with the repaired summary, or "" when none of its sentences was
+        kept.
     """
-    transcript = read_transcript(members, character.key)
+    cited = entries_citing(character, [m["id"] for m in members], audience)
+    checked = threads.deferToThread(
+        repaired_summary, character.key, cited, members, summary, instructions
+    )
+
+    def counted(outcome):
+        repaired, counts = outcome
+        for key, count in counts.items():
+            report[key] += count
+        return repaired
+
+    return checked.addCallback(counted)
+
+
+def repaired_summary(assistant, cited, members, summary, instructions):
+    """Return ``(summary, counts)``: ``summary`` checked and repaired by the steps of this
+    module's description, and what each step did (the keys of :func:`empty_report`). Reads
+    no database.
+
+    Args:
+        assistant (str): The assistant's name.
+        cited (list): The journal entries its readers may hear that cite one of ``members``.
+        members (list): The messages the summary stands for.
+        summary (str): The summary's text.
+        instructions (tuple): The texts the summary call was given (for their examples).
+    """
+    counts = empty_report()
+    transcript = read_transcript(members, assistant)
     summary, repairs = check_summary(summary, transcript, examples_of(instructions))
-    repairs.add_to(report)
+    repairs.add_to(counts)
     if not summary:
-        return ""
-    summary, earlier = restore_earlier(members, summary)
-    report["summary_lines_restored"] += earlier
-    summary, facts, restored = restore_dropped(character, audience, members, summary)
-    report["facts_checked"] += facts
-    report["facts_appended"] += len(restored)
-    report["appended_entries"] += restored
-    summary, said, pruned = restore_statements(character, audience, members, summary)
-    report["statements_restored"] += said
-    report["small_talk_dropped"] += pruned
-    return summary
+        return "", counts
+    summary, counts["summary_lines_restored"] = restore_earlier(members, summary)
+    summary, counts["facts_checked"], counts["appended_entries"] = restore_dropped(cited, summary)
+    counts["facts_appended"] = len(counts["appended_entries"])
+    summary, said, pruned = restore_statements(assistant, cited, members, summary)
+    counts["statements_restored"], counts["small_talk_dropped"] = said, pruned
+    return summary, counts
 
 
 def statements(members, assistant):
@@ -155,18 +185,17 @@ def tells_fact(sentence, ignored=()):
     return bool(telling) and not sentence.rstrip().endswith("?")
 
 
-def restore_statements(character, audience, members, summary, share=STATEMENTS_SHARE):
+def restore_statements(assistant, cited, members, summary, share=STATEMENTS_SHARE):
     """Return ``(summary, count, pruned)``: ``summary`` with the statements of ``members``
-    that neither it (with what the gate appended) nor a journal entry of ``audience`` citing
-    them kept, appended in the speaker's words, quoted as every player's words are, oldest
-    first while the whole holds at most ``share`` of the words of ``members``. When that
-    leaves some out, the summary's lines of small talk (:func:`small_talk`, ``pruned`` of
-    them) make room for them first: a player's stated fact is worth more than a greeting
-    retold."""
-    cited = entries_citing(character, [m["id"] for m in members], audience)
-    said = statements(members, character.key)
+    that neither it (with what the gate appended) nor one of the ``cited`` journal entries
+    kept, appended in the speaker's words, quoted as every player's words are, oldest first
+    while the whole holds at most ``share`` of the words of ``members``. When that leaves
+    some out, the summary's lines of small talk (:func:`small_talk`, ``pruned`` of them)
+    make room for them first: a player's stated fact is worth more than a greeting retold.
+    ``assistant`` is the assistant's name."""
+    said = statements(members, assistant)
     lines, lost = _lost_statements(summary, cited, said, members, share)
-    pruned = small_talk(summary, members, character.key) if len(lost) < len(lines) else set()
+    pruned = small_talk(summary, members, assistant) if len(lost) < len(lines) else set()
     if pruned:
         kept = "\n".join(line for line in summary.splitlines() if line not in pruned)
         _, kept_lost = _lost_statements(kept, cited, said, members, share)
@@ -290,23 +319,14 @@ def restore_earlier(members, summary, share=None):
     return "\n".join([summary, EARLIER_HEADER, *lost]), len(lost)
 
 
-def restore_dropped(character, audience, members, summary):
-    """Append to ``summary`` the journaled facts of ``members`` that it dropped.
-
-    Args:
-        character (AssistantCharacter): Whose journal.
-        audience (list or None): Who reads the summary; only entries they may hear count.
-        members (list): The messages the summary stands for.
-        summary (str): The summary's text.
+def restore_dropped(cited, summary):
+    """Append to ``summary`` the journaled facts among the ``cited`` entries that it
+    dropped (a synthesis is an earlier summary, not a fact).
 
     Returns:
         tuple: ``(summary, facts checked, ids of the entries appended)``.
     """
-    facts = [
-        entry
-        for entry in entries_citing(character, [m["id"] for m in members], audience)
-        if entry["source_type"] != "compaction"  # a synthesis is an earlier summary
-    ]
+    facts = [entry for entry in cited if entry["source_type"] != "compaction"]
     summary_words = set(plain_words(summary))
     dropped = [entry for entry in facts if not survives(entry["content"], summary_words)]
     if not dropped:

@@ -8,7 +8,7 @@ from ai.helpers.journal import journal_entries
 from ai.models import CompactionRecord
 from ai.prompt_contexts import CONTEXT_TICK_EVENT
 from ai.sleep import run_sleep_tick
-from ai.sleep.archiving import STATEMENT_SHARES, archive_marker
+from ai.sleep.archiving import STATEMENT_SHARES, archive_marker, marker_text
 from ai.sleep.common import preserve_tokens
 from ai.sleep.undo import undo_last_compaction
 from ai.tools import ToolContext, execute_tool
@@ -180,15 +180,8 @@ class TestArchiveKeepsStatements(SmallWindowCase):
                 {"role": "assistant", "content": "Noted.", "metadata": private}
             ),
         ]
-        marker = archive_marker(
-            self.assistant,
-            "sleep",
-            private["audience"],
-            members,
-            "model",
-            now(),
-            STATEMENT_SHARES[0],
-        )
+        text = marker_text(self.assistant.key, [], members, STATEMENT_SHARES[0])
+        marker = archive_marker("sleep", private["audience"], members, "model", now(), text)
         self.assertTrue(marker["content"].startswith(f"{ARCHIVE_MARKER} 2 earlier messages"))
         kept = '- Char: "The mill in Oakvale charges 6 copper a sack."'
         self.assertIn(kept, marker["content"])
@@ -208,9 +201,8 @@ class TestArchiveKeepsStatements(SmallWindowCase):
             ),
         ]
         share = STATEMENT_SHARES[0]
-        first = archive_marker(
-            self.assistant, "sleep", private["audience"], whispered, "model", now(), share
-        )
+        text = marker_text(self.assistant.key, [], whispered, share)
+        first = archive_marker("sleep", private["audience"], whispered, "model", now(), text)
         later = [
             self.script.append_message(first),
             self.script.append_message(
@@ -221,9 +213,7 @@ class TestArchiveKeepsStatements(SmallWindowCase):
                 }
             ),
         ]
-        second = archive_marker(
-            self.assistant, "sleep", private["audience"], later, "model", now(), share
-        )["content"]
+        second = marker_text(self.assistant.key, [], later, share)
         self.assertTrue(second.startswith(f"{ARCHIVE_MARKER} 2 earlier messages"), second)
         self.assertIn(f'- Char: "{line}"', second)
         self.assertEqual(second.count(ARCHIVE_MARKER), 1, second)

@@ -2,7 +2,8 @@
 stored summary or the journal (issue 19, point 4)."""
 
 import json
-from unittest import TestCase
+import threading
+from unittest import TestCase, mock
 
 from ai.helpers.journal import journal_entries
 from ai.llm_interaction import DEFAULT_COMPACTION_PROMPT, SUMMARY_REQUEST
@@ -23,6 +24,7 @@ from ai.sleep.extraction import (
     ExtractionBeforeSummary,
     run_pre_compaction_extraction,
 )
+from ai.sleep.quality_gate import repaired_summary
 from ai.utils.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
 from ai.utils.markers import EARLIER_HEADER, SAID_HEADER, SUMMARY_MARKER
@@ -156,6 +158,22 @@ class TestStatementsKept(FaithfulnessTestCase):
             self.stored_summary().splitlines(),
             [TOLL, SAID_HEADER, '- Char2: "The ferry to Saltmarsh leaves at nine."'],
         )
+        self.assertEqual(self.result["statements_restored"], 1)
+
+    def test_the_gate_reads_the_words_in_a_thread_not_the_reactors(self):
+        """The gate's work grows with the messages compacted (seconds for an emergency
+        compaction of ten thousand): it runs in a thread, and its counts still reach the
+        result."""
+        threads_used = []
+
+        def recording(*args):
+            threads_used.append(threading.current_thread())
+            return repaired_summary(*args)
+
+        with mock.patch("ai.sleep.quality_gate.repaired_summary", recording):
+            self.compact(TOLL)
+        self.assertEqual(len(threads_used), 1)
+        self.assertIsNot(threads_used[0], threading.main_thread())
         self.assertEqual(self.result["statements_restored"], 1)
 
 
