@@ -61,6 +61,8 @@ MODES = ("awake", "sleep")
 # Sleep phases: dozing (just fell asleep: only a due reflection runs), then dreaming (the
 # sleep pipeline).
 SLEEP_PHASES = ("dozing", "dreaming")
+# What a configuration attribute that was never stored reads as (a stored None is a value).
+_UNSET = object()
 
 
 class AssistantScript(DefaultScript):
@@ -131,8 +133,8 @@ class AssistantScript(DefaultScript):
         resolved_at = config_writes.generation()
         stored = {}
         for name in SCRIPT_CONFIG:
-            value = self.attributes.get(name)
-            if value is not None or self.attributes.has(name):
+            value = self.attributes.get(name, default=_UNSET)
+            if value is not _UNSET:
                 stored[name] = deserialize(value)
         config, problems = resolve_config(stored)
         reported = self.ndb.reported_config_problems or set()

@@ -199,7 +199,9 @@ class _Turn:
         self.audience_only = audience_only
         self.budget = budget
         self.records_history = config.records_history
-        self.reads_history = includes(config, COMPONENT_CONVERSATION_HISTORY)
+        # Whether the loop's prompt shows the live history (a context recording into it
+        # does, whatever its components).
+        self.sees_history = self.records_history or includes(config, COMPONENT_CONVERSATION_HISTORY)
         self.local = []
 
     def warm(self):
@@ -208,14 +210,14 @@ class _Turn:
         Returns:
             Deferred: Fires with None.
         """
-        if not (self.records_history or self.reads_history):
+        if not self.sees_history:
             return defer.succeed(None)
         return self.script.history.warm(self.budget)
 
     def history(self):
         """Return what the prompt may show: the newest heard messages its budget could
         hold (see ``ConversationHistory.recent``), then the loop's own."""
-        if not (self.records_history or self.reads_history):
+        if not self.sees_history:
             return RecentHistory(self.local)
         recent = self.script.history.recent(self.budget, self.audience)
         if self.audience_only:

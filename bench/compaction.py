@@ -197,9 +197,9 @@ def measure_cost():
     """Time compactions at every size with the summary call made instant, in the reactor.
 
     Returns:
-        Deferred: Fires with, per size, the median and all runs' milliseconds and what was compacted; each
-        target and whether it is met; with the profile of one compaction at the largest
-        size whose target is missed.
+        Deferred: Fires with, per size, the median and all runs' milliseconds and what was
+        compacted; each target and whether it is met; with the profile of one compaction at
+        the largest size whose target is missed.
     """
     sizes = []
     with mock.patch("ai.sleep.summarizing.generate_context_summary", instant_summary):

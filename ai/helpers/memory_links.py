@@ -8,6 +8,7 @@ what a builder and the ranking need to know.
 """
 
 import uuid
+from collections import namedtuple
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -15,7 +16,7 @@ from django.utils import timezone
 from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
 from ..utils.markers import SUPERSEDED_MARK
-from ..utils.raw_rows import select_rows
+from ..utils.raw_rows import rows_by_pk, select_rows
 
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
 # Journal entries that are records of the past rather than facts: never made memories.
@@ -167,29 +168,28 @@ def recalled(character, hits, audience, limit, exclude_sources=()):
     if not hits:
         return []
     links = _links_of(character, [hit[0] for hit in hits])
-    newer = _by_id(MemoryLink, ["text"], {link[5] for link in links.values()})
-    entries = _by_id(
+    newer = rows_by_pk(MemoryLink, ["text"], {link.superseded_by for link in links.values()})
+    entries = rows_by_pk(
         JournalEntry,
         ["source_message_ids", "entry_id", "score"],
-        {link[6] for link in links.values()},
+        {link.entry for link in links.values()},
     )
     found, excluded = [], set(exclude_sources)
-    for memory_id, text, score in hits:
+    for memory_id, _, score in hits:
         link = links.get(memory_id)
-        if link is None or not may_hear(link[1], audience):
+        if link is None or not may_hear(link.audience, audience):
             continue  # a memory without a link is unknown to the journal: never shown
-        _, _, link_text, valid_from, invalid_at, newer_id, entry_id = link
-        sources, entry_key, importance = entries.get(entry_id, ((), None, None))
+        sources, entry_key, importance = entries.get(link.entry, ((), None, None))
         if sources and set(sources) <= excluded:
             continue
         found.append(
             {
                 "memory_id": memory_id,
-                "text": link_text,
+                "text": link.text,
                 "score": round(float(score), 3),
-                "valid_from": valid_from,
-                "invalid_at": invalid_at,
-                "superseded_by": newer[newer_id][0] if newer_id in newer else None,
+                "valid_from": link.valid_from,
+                "invalid_at": link.invalid_at,
+                "superseded_by": newer.get(link.superseded_by, (None,))[0],
                 "entry_id": entry_key,
                 "importance": importance or None,
             }
@@ -198,28 +198,22 @@ def recalled(character, hits, audience, limit, exclude_sources=()):
     return found[:limit]
 
 
+# A memory's link as a recall reads it: ``superseded_by`` and ``entry`` are row ids.
+_Link = namedtuple("_Link", "memory_id audience text valid_from invalid_at superseded_by entry")
+
+
 def _links_of(character, memory_ids):
-    """Return memory id -> the link's ``(memory id, audience, text, valid_from, invalid_at,
-    superseded_by id, entry id)``, read in plain SQL (a recall runs on every turn)."""
+    """Return memory id -> its :data:`_Link`, read in plain SQL (a recall runs on every
+    turn)."""
     marks = ", ".join(["%s"] * len(memory_ids))
     rows = select_rows(
         MemoryLink,
-        ["memory_id", "audience", "text", "valid_from", "invalid_at", "superseded_by", "entry"],
+        list(_Link._fields),
         f"db_object_id = %s AND memory_id IN ({marks})",
         [character.id, *memory_ids],
         "ORDER BY id",
     )
-    return {row[0]: row for row in rows}
-
-
-def _by_id(model, names, ids):
-    """Return primary key -> the values of the fields ``names`` of the ``model`` rows
-    ``ids`` (None left out)."""
-    ids = [pk for pk in ids if pk is not None]
-    if not ids:
-        return {}
-    marks = ", ".join(["%s"] * len(ids))
-    return {row[0]: row[1:] for row in select_rows(model, ["id", *names], f"id IN ({marks})", ids)}
+    return {row[0]: _Link(*row) for row in rows}
 
 
 def rank(memory):

@@ -67,7 +67,8 @@ _GIVE_REQUEST = re.compile(r"\bgive me (?:the |your |a |an )?(?P<item>[\w' -]+)"
 # "Could you read the notice board?" (the engine looks, and says so; a conversation turn is
 # one call, so what it saw answers later questions).
 _LOOK_REQUEST = re.compile(
-    r"\b(?:look at|read|examine|describe) (?:the |your |a |an |that |this )?(?P<thing>[^?.!,]{1,40})",
+    r"\b(?:look at|read|examine|describe) (?:the |your |a |an |that |this )?"
+    r"(?P<thing>[^?.!,]{1,40})",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")

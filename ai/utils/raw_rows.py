@@ -109,3 +109,14 @@ def _converted(row, columns, converters):
         for converter in convert:
             value = converter(value, column, connection)
         yield value
+
+
+def rows_by_pk(model, names, pks):
+    """Return primary key -> the values of the fields ``names`` (a tuple) of the ``model``
+    rows whose primary key is one of ``pks`` (None left out)."""
+    pks = [pk for pk in pks if pk is not None]
+    if not pks:
+        return {}
+    marks = ", ".join(["%s"] * len(pks))
+    pk = model._meta.pk.name
+    return {row[0]: row[1:] for row in select_rows(model, [pk, *names], f"{pk} IN ({marks})", pks)}
