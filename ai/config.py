@@ -462,8 +462,15 @@ AI_SETTINGS = {
     "AI_GC_FREEZE": Setting(
         True,
         boolean,
-        "Leave the objects loaded at server start out of garbage collection, whose full "
-        "passes over them stalled the server for seconds",
+        "Leave the objects loaded at server start, and those surviving each full garbage "
+        "collection, out of later ones: full passes over them stalled the server for "
+        "seconds at start, and a quarter of a second every few seconds with 200 assistants",
+    ),
+    "AI_GC_THAW_SECONDS": Setting(
+        3600,
+        int_range(60, 7 * 86400),
+        "With AI_GC_FREEZE: seconds between the collections of every object, frozen ones too "
+        "(what died since is freed then; the collection is as long as one without freezing)",
     ),
     "AI_MAX_PENDING_EVENTS": Setting(
         50, int_range(1, 10_000), "Events an assistant queues before dropping the oldest"

@@ -1,6 +1,7 @@
 """The script's tick machinery: busy guard, errback, modes, events, hearing."""
 
 import gc
+import weakref
 from importlib import import_module
 from unittest.mock import patch
 
@@ -158,6 +159,13 @@ class TestModes(AssistantTestCase):
         self.assertEqual(self.script.db.operating_mode, "awake")
 
 
+class Cycle:
+    """An object that refers to itself: only the garbage collector frees it."""
+
+    def __init__(self):
+        self.itself = self
+
+
 class TestGcFreeze(AssistantTestCase):
     """What the server loaded at start is left out of garbage collection, once."""
 
@@ -167,6 +175,7 @@ class TestGcFreeze(AssistantTestCase):
         self.unfreeze()  # a server start in an earlier test may have frozen already
 
     def unfreeze(self):
+        gc_freeze.SURVIVORS.stop()
         gc.unfreeze()
         gc_freeze._frozen.clear()
 
@@ -177,13 +186,36 @@ class TestGcFreeze(AssistantTestCase):
         self.assertEqual(gc.get_freeze_count(), 0, "not before the loading has ended")
         loading.errback(RuntimeError("the embedder failed"))  # a failed load counts as ended
         self.assertGreater(gc.get_freeze_count(), 0)
+        gc_freeze.SURVIVORS.stop()  # no collection may freeze anything from here on
         gc.unfreeze()
         freeze_when_loaded(defer.succeed(None))
         self.assertEqual(gc.get_freeze_count(), 0, "only once")
 
+    @override_settings(AI_GC_FREEZE=True)
+    def test_what_survives_a_full_collection_is_frozen_and_a_thaw_frees_what_died(self):
+        """Held messages later (each a dict holding its metadata) are frozen by the full
+        collection they survive; a cycle frozen alive and dropped since is freed by the
+        next thaw, which freezes the survivors again."""
+        freeze_when_loaded(defer.succeed(None))
+        at_start = gc.get_freeze_count()
+        held = [{"role": "user", "content": str(n), "metadata": {}} for n in range(1000)]
+        cycle = Cycle()
+        gone = weakref.ref(cycle)
+        gc.collect(1)
+        self.assertEqual(gc.get_freeze_count(), at_start, "a young collection freezes nothing")
+        gc.collect()
+        self.assertGreaterEqual(gc.get_freeze_count(), at_start + len(held))
+        del cycle
+        gc.collect()
+        self.assertIsNotNone(gone(), "frozen: no collection frees it before a thaw")
+        gc_freeze.SURVIVORS.thaw()
+        self.assertIsNone(gone())
+        self.assertGreaterEqual(gc.get_freeze_count(), len(held), "the survivors frozen again")
+
     @override_settings(AI_GC_FREEZE=False)
     def test_the_setting_turns_it_off(self):
         freeze_when_loaded(defer.succeed(None))
+        gc.collect()
         self.assertEqual(gc.get_freeze_count(), 0)
 
 

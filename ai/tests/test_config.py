@@ -30,6 +30,7 @@ BAD_SETTINGS = {
     "AI_LLM_THREADS": 0,
     "AI_LLM_RETRY_DELAY": "1",
     "AI_GC_FREEZE": "no",
+    "AI_GC_THAW_SECONDS": 30,
     "AI_MAX_PENDING_EVENTS": "50",
     "AI_LOG_CHANNEL": 42,
     "AI_CONTEXT_OVERRIDES": {"tick_event": {"max_iterations": "3"}},

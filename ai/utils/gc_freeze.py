@@ -5,14 +5,22 @@ long-lived objects (torch, transformers, litellm, Evennia's own), and every full
 collection walks all of them: measured with fifty assistants, single stalls of 2.3 s.
 Once the server has loaded them, ``gc.freeze()`` moves what exists to a permanent
 generation that collections skip (stalls then stayed under 0.35 s; see docs/benchmarks.md,
-"Reactor lag"). Objects made later are collected as always. ``AI_GC_FREEZE = False``
-turns it off.
+"Reactor lag").
+
+What lives long later is frozen too: the messages the assistants hold (400,000 for 200
+assistants of 2,000 messages, each a dict holding its metadata dict, which the collector
+always walks) made every full collection hold the reactor for a quarter of a second, every
+few seconds. So what survives each full collection is frozen with the rest, and every
+``AI_GC_THAW_SECONDS`` everything is thawed and collected once: a cycle of objects frozen
+while alive that died since (a closed connection's protocol and transport) is freed then.
+``AI_GC_FREEZE = False`` turns all of it off.
 """
 
 import gc
+import time
 
 from evennia.utils import logger
-from twisted.internet import defer
+from twisted.internet import defer, task
 
 from ..config import ai_setting
 
@@ -20,7 +28,8 @@ _frozen = []
 
 
 def freeze_when_loaded(*loading):
-    """Freeze the objects alive once every Deferred in ``loading`` has fired (once a process)."""
+    """Freeze the objects alive once every Deferred in ``loading`` has fired, then the
+    survivors of each full collection (once a process)."""
     if _frozen or not ai_setting("AI_GC_FREEZE"):
         return defer.succeed(None)
     _frozen.append(True)
@@ -33,3 +42,51 @@ def _freeze():
     gc.collect()
     gc.freeze()
     logger.log_info(f"AI: {gc.get_freeze_count()} objects loaded at start left out of GC")
+    SURVIVORS.start(ai_setting("AI_GC_THAW_SECONDS"))
+
+
+class SurvivorFreezer:
+    """Freezes what survives each full collection; thaws and collects everything at an
+    interval."""
+
+    def __init__(self):
+        self._thawing = None
+
+    def start(self, interval):
+        """Freeze the survivors of each full collection from now on; thaw every
+        ``interval`` seconds."""
+        if self._thawing is not None:
+            return
+        gc.callbacks.append(self._after_collection)
+        self._thawing = task.LoopingCall(self.thaw)
+        self._thawing.start(interval, now=False)
+
+    def stop(self):
+        """Freeze nothing more and thaw no more (what is frozen stays frozen)."""
+        if self._thawing is None:
+            return
+        gc.callbacks.remove(self._after_collection)
+        self._thawing.stop()
+        self._thawing = None
+
+    @staticmethod
+    def _after_collection(phase, info):
+        # A full collection leaves the young generations empty: only survivors are frozen.
+        if phase == "stop" and info["generation"] == 2:
+            gc.freeze()
+
+    @staticmethod
+    def thaw():
+        """Collect every object once, the frozen ones too (the survivors are frozen again):
+        one long collection an interval instead of one every few seconds."""
+        frozen = gc.get_freeze_count()
+        gc.unfreeze()
+        started = time.process_time()
+        freed = gc.collect()
+        took = (time.process_time() - started) * 1000
+        logger.log_info(
+            f"AI: GC thawed {frozen} frozen objects: {freed} unreachable freed in {took:.0f} ms"
+        )
+
+
+SURVIVORS = SurvivorFreezer()
