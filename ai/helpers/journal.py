@@ -15,6 +15,7 @@ by the episodic prune, see ``helpers.episodic_index``); ``journal_entries`` list
 import hashlib
 import itertools
 import re
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import Count
@@ -160,6 +161,45 @@ def count_entries(character):
     return JournalEntry.objects.filter(db_object_id=character.id).count()
 
 
+@dataclass(frozen=True)
+class EntryText:
+    """What an entry's text gives the journal, read from words alone (no database), so
+    that a long one (a compaction's synthesis) can be read in a thread."""
+
+    content: str
+    source_type: str
+    importance: int
+    tags: list
+    normalized: str
+    score: float
+    words: list
+
+
+def entry_text(content, source_type, importance=5, tags=(), max_chars=MAX_ENTRY_CHARS):
+    """Return the :class:`EntryText` of an entry (the arguments as :func:`add_entry`'s).
+
+    Raises:
+        ValueError: for empty or oversized content or an importance out of range.
+    """
+    content = (content or "").strip()
+    if not content:
+        raise ValueError("a journal entry needs content")
+    if max_chars is not None and len(content) > max_chars:
+        raise ValueError(f"a journal entry is at most {max_chars} characters")
+    if not isinstance(importance, int) or isinstance(importance, bool) or not 1 <= importance <= 10:
+        raise ValueError("importance must be a whole number from 1 to 10")
+    tags = [str(tag) for tag in tags]
+    return EntryText(
+        content,
+        source_type,
+        importance,
+        tags,
+        digest(content),
+        heuristic_importance(content, source_type, importance, tags),
+        indexed_words(content, tags),
+    )
+
+
 def add_entry(
     character,
     content,
@@ -191,30 +231,29 @@ def add_entry(
     Raises:
         ValueError: for empty or oversized content or an importance out of range.
     """
-    content = (content or "").strip()
-    if not content:
-        raise ValueError("a journal entry needs content")
-    if max_chars is not None and len(content) > max_chars:
-        raise ValueError(f"a journal entry is at most {max_chars} characters")
-    if not isinstance(importance, int) or isinstance(importance, bool) or not 1 <= importance <= 10:
-        raise ValueError("importance must be a whole number from 1 to 10")
+    text = entry_text(content, source_type, importance, tags, max_chars)
+    return write_entry(character, text, entry_id, source_message_ids, audience, cites)
+
+
+def write_entry(character, text, entry_id=None, source_message_ids=(), audience=None, cites=()):
+    """Append the entry of ``text`` (:func:`entry_text`) to the journal and return it; the
+    other arguments are :func:`add_entry`'s."""
     now = timezone.now()
-    tags = [str(tag) for tag in tags]
     with transaction.atomic():
         row = JournalEntry.objects.create(
             db_object_id=character.id,
             entry_id=unique_id(character, entry_id or f"journal_{now.strftime('%Y%m%d_%H%M%S')}"),
             timestamp=now,
-            content=content,
-            normalized=digest(content),
-            source_type=source_type,
-            importance=importance,
-            tags=tags,
-            score=heuristic_importance(content, source_type, importance, tags),
+            content=text.content,
+            normalized=text.normalized,
+            source_type=text.source_type,
+            importance=text.importance,
+            tags=text.tags,
+            score=text.score,
             source_message_ids=list(source_message_ids),
             audience=sorted(audience) if audience else None,
             cites=list(cites),
-            reflected=source_type in NOT_REFLECTED,
+            reflected=text.source_type in NOT_REFLECTED,
         )
         # Plain SQL: a compaction's synthesis may hold thousands of words, for which the
         # ORM's bulk_create spent half a second of the reactor's time.
@@ -222,7 +261,7 @@ def add_entry(
             JournalWord,
             (
                 {"entry_id": row.id, "db_object_id": character.id, "word": word}
-                for word in indexed_words(content, tags)
+                for word in text.words
             ),
         )
     return as_entry(row)

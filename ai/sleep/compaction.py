@@ -24,12 +24,12 @@ from dataclasses import replace
 
 from django.utils import timezone
 from evennia.utils import logger
-from twisted.internet import defer
+from twisted.internet import defer, threads
 
 from ..audience import audience_groups
 from ..config import compact_strategy
 from ..context_usage import measure_context
-from ..helpers.journal import add_entry
+from ..helpers.journal import entry_text, write_entry
 from ..llm_interaction import summary_instructions
 from ..signals import CompactionPlan, post_compaction, pre_compaction, send_logged
 from ..utils.markers import (
@@ -223,9 +223,15 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
             if plan.notes:
                 summary = "\n".join([summary, NOTES_HEADER, *(f"- {n}" for n in plan.notes)])
             summaries.append((audience, members, summary))
+        # The summary messages and synthesis entries are read in a thread too: counting a
+        # long summary's tokens and indexing its words hold the reactor as the gate did.
+        now = timezone.now()
+        written = yield threads.deferToThread(
+            summaries_written, plan.kind, summaries, script.history.model, now
+        )
     finally:
         script.ndb.compacting = False
-    return _replace(script, character, plan, summaries, before, gate)
+    return _replace(script, character, plan, written, before, gate, now)
 
 
 def summary_message(kind, audience, members, summary, model, now):
@@ -241,27 +247,44 @@ def summary_message(kind, audience, members, summary, model, now):
     )
 
 
-def _replace(script, character, plan, summaries, before, gate):
+def summaries_written(kind, summaries, model, now):
+    """Return, for each ``(audience, messages, summary text)`` of ``summaries``, the
+    audience, the ``[CONTEXT SUMMARY]`` message standing for the messages and the
+    synthesis entry's :class:`~ai.helpers.journal.EntryText`. Reads no database."""
+    return [
+        (
+            audience,
+            summary_message(kind, audience, members, summary, model, now),
+            members,
+            entry_text(
+                f"{SYNTHESIS_MARKER}\n{summary}",
+                "compaction",
+                importance=7,
+                tags=["compaction", "synthesis"],
+                # As long as the summary: it already fitted the context it now stands in.
+                max_chars=None,
+            ),
+        )
+        for audience, members, summary in summaries
+    ]
+
+
+def _replace(script, character, plan, written, before, gate, now):
     """Store the summaries in place of ``plan``'s messages and archive them; return the
     result.
 
     Args:
         plan (CompactionPlan): What was compacted, read at ``plan.read_at``.
-        summaries (list): ``(audience, messages, summary text)`` for each audience.
+        written (list): What :func:`summaries_written` returned.
         before (ContextUsage): The context's usage when the compaction started.
         gate (dict): What the quality gate did (``facts_checked``, ``facts_appended``...),
             for the result.
+        now (datetime): When the summaries were written.
     """
     kind, to_compact = plan.kind, plan.messages
-    # The store of the model now: the model may have changed during the summary call.
     store = script.history
-    model = store.model
     compacted_tokens = sum(message["token_count"] for message in to_compact)
-    now = timezone.now()
-    markers = [
-        (summary_message(kind, audience, members, summary, model, now), members)
-        for audience, members, summary in summaries
-    ]
+    markers = [(marker, members) for _, marker, members, _ in written]
     summary_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
     successive = max(marker["metadata"]["successive_compactions"] for marker, _ in markers)
     if summary_tokens >= compacted_tokens:
@@ -288,18 +311,13 @@ def _replace(script, character, plan, summaries, before, gate):
     except CompactionRefused as refused:
         remember_refused(script, kind, to_compact)
         return refused.result
-    for (audience, _, summary), message in zip(summaries, stored):
-        add_entry(
+    for (audience, _, _, synthesis), message in zip(written, stored):
+        write_entry(
             character,
-            f"{SYNTHESIS_MARKER}\n{summary}",
-            source_type="compaction",
-            importance=7,
-            tags=["compaction", "synthesis"],
+            synthesis,
             entry_id=f"compact_{now.strftime('%Y%m%d_%H%M%S')}",
             # The summary message; the messages it replaced link to it (``replaced_by``).
             source_message_ids=[message["id"]],
-            # As long as the summary: it already fitted the context it now stands in.
-            max_chars=None,
             audience=audience,
         )
     if successive == ACCURACY_WARNING_AT:  # once, not at every later compaction
