@@ -282,15 +282,21 @@ def note_reflection(result, observed):
 
 @defer.inlineCallbacks
 def reflect(script, watchdog, watch, observed):
-    """Run the idle tick that reflects, the threshold lowered to what waits when below it."""
+    """Run the idle tick that reflects, the threshold lowered to what waits when below it
+    for that tick only."""
     from ai.helpers.insights import pending_importance
 
     pending = int(pending_importance(script.obj))
     threshold = script.get_config("reflection_threshold")
     print(f"[--] (the inn is quiet; journaled importance {pending}, threshold {threshold})")
-    if 0 < pending < threshold:
+    lowered = 0 < pending < threshold
+    if lowered:
         script.set_config("reflection_threshold", pending)
-    result = yield tick(script, watchdog, watch, observed)
+    try:
+        result = yield tick(script, watchdog, watch, observed)
+    finally:
+        if lowered:  # the later phases reflect as a game would
+            script.set_config("reflection_threshold", threshold)
     note_reflection(result, observed)
 
 
