@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # with them, else PyTorch's CPU index.
 TORCH_INDEX ?= $(if $(wildcard /opt/wheels/torch-$(TORCH_VERSION)+cpu-*),,--extra-index-url https://download.pytorch.org/whl/cpu)
 
-.PHONY: demo demo-server demo-server-stop test test-postgres test-browser evennia-test bench bench-stores eval-local eval-aggregate format dist clean
+.PHONY: demo demo-server demo-server-stop test test-postgres test-postgres-stores test-browser evennia-test bench bench-stores eval-local eval-aggregate format dist clean
 
 # The embedder of long-term memory runs on torch; a CPU build (a 190 MB wheel, not the
 # several GB of a CUDA one) is all it needs. The steps say what they do in a line each
@@ -38,6 +38,15 @@ $(PG_STAMP): $(STAMP)
 
 test-postgres: $(PG_STAMP)
 	scripts/test_postgres.sh $(BIN)/pytest
+
+# The tests of what the database changes, on such a cluster (`.ci/run` runs them: the whole
+# suite on PostgreSQL takes 35-70 minutes here): long-term memory on pgvector, the history
+# and journal stores, text holding NUL characters.
+PG_STORE_TESTS := ai/tests/test_vector_store.py ai/tests/test_long_term_memory.py \
+	ai/tests/test_nul_text.py ai/tests/test_history_store.py ai/tests/test_journal_store.py
+
+test-postgres-stores: $(PG_STAMP)
+	scripts/test_postgres.sh $(BIN)/pytest $(PG_STORE_TESTS)
 
 # Long-term memory's stores side by side (FAISS, and pgvector on a throwaway cluster).
 bench-stores: $(PG_STAMP)
