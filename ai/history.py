@@ -13,12 +13,13 @@ and followed by another, is never mistaken for the held copy's.
 
 import json
 import random
+import time
 from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer, task
 
 from .audience import may_hear, message_audience
 from .fields import restore_nul, restore_nul_json
@@ -44,8 +45,10 @@ _COLUMNS = (
 )
 # Ids one query names at most: SQLite's older builds allow 999 parameters.
 _IDS_PER_QUERY = 500
-# Messages ``warm`` reads a reactor turn.
+# Messages ``warm`` reads at a time, and the seconds of a reactor turn that the warming of
+# every assistant together may take (at least one page a turn).
 WARM_PAGE = 250
+WARM_SLICE_S = 0.005
 # Messages read on each side of one to find its tool-call unit: more than a tick's calls.
 _UNIT_SCAN = 64
 _SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
@@ -344,21 +347,26 @@ class ConversationHistory:
             before = batch[0]["position"]
         return self._tail_of(pages, revision, live_count, wanted)
 
-    @defer.inlineCallbacks
     def warm(self, tokens):
         """Hold the newest live messages a prompt of ``tokens`` may send, read a page of
-        ``WARM_PAGE`` a reactor turn, each with the part of it that is sent.
+        ``WARM_PAGE`` at a time, each with the part of it that is sent.
 
         Read at once, a long history holds the reactor (2,000 messages: about 20 ms of a
-        first tick), and a server's first ticks after a start all read theirs. A tail held
-        already (current or not), or a history written to meanwhile, is left to
-        :meth:`recent`, which reads what it needs then.
+        first tick), and a server's first ticks after a start all read theirs: the pages of
+        all the assistants warming take turns, ``WARM_SLICE_S`` of a reactor turn at most
+        (when each read one page every turn, 200 assistants after a start held the reactor
+        for 0.4-1 s a turn). A tail held already (current or not), or a history written to
+        meanwhile, is left to :meth:`recent`, which reads what it needs then.
 
         Returns:
             Deferred: Fires with None once the tail is held (or left).
         """
         if self.script.ndb.live_tail is not None:
-            return  # held: ``recent`` checks it is current, and reads only what changed
+            return defer.succeed(None)  # held: ``recent`` checks it is current
+        return _WARMING.cooperate(self._warm_pages(tokens)).whenDone().addCallback(lambda _: None)
+
+    def _warm_pages(self, tokens):
+        """Read the pages of :meth:`warm`, yielding after each."""
         revision, _, live_count = self._state()
         pages, held, before = [], 0, None
         while held < tokens:
@@ -370,7 +378,7 @@ class ConversationHistory:
             if len(batch) < WARM_PAGE:
                 break
             before = batch[0]["position"]
-            yield task.deferLater(reactor, 0, lambda: None)
+            yield
         if self._state()[0] == revision:
             self.script.ndb.live_tail = self._tail_of(pages, revision, live_count, tokens)
 
@@ -862,3 +870,13 @@ def _forget(tail, count):
     tail.tokens -= sum(message["token_count"] for message in gone)
     tail.private -= sum(1 for message in gone if message_audience(message))
     del tail.messages[:count]
+
+
+def _warm_slice():
+    """Return what ends a reactor turn's warming: true once ``WARM_SLICE_S`` has passed."""
+    ends = time.monotonic() + WARM_SLICE_S
+    return lambda: time.monotonic() >= ends
+
+
+# The pages of every assistant's warming, in turns (see ``ConversationHistory.warm``).
+_WARMING = task.Cooperator(terminationPredicateFactory=_warm_slice)

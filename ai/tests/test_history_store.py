@@ -6,7 +6,7 @@ from unittest.mock import patch
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 
 from ai.audience import may_hear, message_audience
 from ai.history import HistoryChanged, _heard_suffix, _Tail
@@ -14,7 +14,7 @@ from ai.models import ConversationMessage
 from ai.utils.message_format import MessageValidationError
 from ai.utils.token_counter import count_message_tokens
 
-from .support import AssistantTestCase, wait_for
+from .support import AssistantTestCase, make_assistant, wait_for
 from .test_token_counter import TOOL_CALL_MESSAGE
 
 MODEL = "offline/assistant"
@@ -181,8 +181,9 @@ class TestRecentHistory(AssistantTestCase):
         self.assertNotEqual(recent[0]["role"], "tool")
 
     def read_cold(self, tokens, between=None):
-        """Warm a history not held, a page of 10 messages a reactor turn; call ``between``
-        at the first turn. Return how many turns another timer saw before it was held."""
+        """Warm a history not held, a page of 10 messages a reactor turn (no more: the
+        turn's slice is none); call ``between`` at the first turn. Return how many turns
+        another timer saw before it was held."""
         self.script.ndb.live_tail = None
         turns = []
 
@@ -193,7 +194,7 @@ class TestRecentHistory(AssistantTestCase):
             if not warming.called:
                 reactor.callLater(0, turn)
 
-        with patch("ai.history.WARM_PAGE", 10):
+        with patch("ai.history.WARM_PAGE", 10), patch("ai.history.WARM_SLICE_S", 0):
             warming = self.script.history.warm(tokens)
             reactor.callLater(0, turn)
             wait_for(warming)
@@ -208,6 +209,28 @@ class TestRecentHistory(AssistantTestCase):
             held = self.script.history.recent(10**6)
         self.assertEqual([m["id"] for m in held], expected)
         self.assertEqual(len(queries), 1, "only the counter is read: the messages are held")
+
+    def test_assistants_warming_together_take_turns_page_by_page(self):
+        """A server's start: every assistant's first tick reads its history. Their pages
+        take turns (here one page a reactor turn in all), never all in one turn."""
+        other = make_assistant("Sage", self.room1).assistant_script
+        for index in range(45):
+            self.line(index)
+            other.append_message({"role": "user", "content": f'Char says, "line {index}"'})
+        self.script.ndb.live_tail = other.ndb.live_tail = None
+        turns = []
+
+        def turn():
+            turns.append(1)
+            if not both.called:
+                reactor.callLater(0, turn)
+
+        with patch("ai.history.WARM_PAGE", 10), patch("ai.history.WARM_SLICE_S", 0):
+            both = defer.DeferredList([self.script.history.warm(10**6), other.history.warm(10**6)])
+            reactor.callLater(0, turn)
+            wait_for(both)
+        self.assertGreaterEqual(len(turns), 9, "ten pages, one a turn")
+        self.assertEqual(len(other.history.recent(10**6)), 45)
 
     def test_a_history_written_while_it_is_read_is_read_again(self):
         for index in range(45):
