@@ -470,7 +470,8 @@ AI_SETTINGS = {
         3600,
         int_range(60, 7 * 86400),
         "With AI_GC_FREEZE: seconds between the collections of every object, frozen ones too "
-        "(what died since is freed then; the collection is as long as one without freezing)",
+        "(what died since is freed then; that one collection stalls the server as long as a "
+        "full one without freezing)",
     ),
     "AI_MAX_PENDING_EVENTS": Setting(
         50, int_range(1, 10_000), "Events an assistant queues before dropping the oldest"

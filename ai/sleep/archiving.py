@@ -15,7 +15,7 @@ history written in the reactor.
 """
 
 from django.utils import timezone
-from twisted.internet import defer, threads
+from twisted.internet import defer
 
 from ..audience import audience_groups
 from ..helpers.journal import entries_citing
@@ -23,6 +23,7 @@ from ..utils.markers import ARCHIVE_MARKER
 from ..utils.wording import plural
 from .common import (
     STALL_SHARE,
+    WORD_READING,
     CompactionRefused,
     compaction_message,
     finish,
@@ -99,9 +100,14 @@ def archive_oldest(script, character, plan, before, config, extract=None):
         (audience, members, entries_citing(character, [m["id"] for m in members], audience))
         for audience, members in audience_groups(plan.messages)
     ]
-    texts = yield threads.deferToThread(
-        marker_texts, character.key, [(members, cited) for _, members, cited in groups]
-    )
+    # Running, for builders' commands and the inspector, while the texts are read.
+    script.ndb.compacting = True
+    try:
+        texts = yield WORD_READING.run(
+            marker_texts, character.key, [(members, cited) for _, members, cited in groups]
+        )
+    finally:
+        script.ndb.compacting = False
     store = script.history
     now = timezone.now()
     room = kind_threshold(config, plan.kind) * before.max_tokens

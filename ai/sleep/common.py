@@ -12,10 +12,15 @@ from ..history import HistoryChanged
 from ..models import CompactionRecord
 from ..prompt_assembly import unit_start
 from ..utils.message_format import is_summary
+from ..utils.thread_pools import LazyPool
 from ..utils.token_counter import kept_message_tokens
 from ..utils.wording import percent, percent_against, plural
 from .notify import announce_compaction
 
+# The compaction's reading of words (the quality gate, archive markers, summary messages
+# and synthesis entries), off the reactor: pure Python that holds the GIL, so one thread
+# serves every assistant, and Twisted's pool, which Evennia shares, is left alone.
+WORD_READING = LazyPool("ai-compaction", lambda: 1)
 PRESERVE_TOKEN_SHARE = 0.2
 # Share of the history's room (the threshold's tokens less the frame's) that the preserved
 # tail may hold at most: a large frame leaves the rest of that room to compact.

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from django.utils import timezone
 from evennia.utils import logger
-from twisted.internet import defer, threads
+from twisted.internet import defer
 
 from ..audience import audience_groups
 from ..config import compact_strategy
@@ -42,6 +42,7 @@ from ..utils.message_format import is_summary, summary_depth, summary_text
 from ..utils.wording import percent, percent_against
 from .assistant_runs import compact_assistant_runs
 from .common import (
+    WORD_READING,
     CompactionRefused,
     compaction_message,
     finish,
@@ -225,13 +226,13 @@ def compact_with_summary(script, character, plan, before, config, extract=None):
             summaries.append((audience, members, summary))
         # The summary messages and synthesis entries are read in a thread too: counting a
         # long summary's tokens and indexing its words hold the reactor as the gate did.
-        now = timezone.now()
-        written = yield threads.deferToThread(
-            summaries_written, plan.kind, summaries, script.history.model, now
-        )
+        # The store of the model now (it may have changed during the summary call), for
+        # the summaries' counts and their storing alike.
+        store, now = script.history, timezone.now()
+        written = yield WORD_READING.run(summaries_written, plan.kind, summaries, store.model, now)
     finally:
         script.ndb.compacting = False
-    return _replace(script, character, plan, written, before, gate, now)
+    return _replace(script, character, plan, store, written, before, gate, now)
 
 
 def summary_message(kind, audience, members, summary, model, now):
@@ -269,12 +270,14 @@ def summaries_written(kind, summaries, model, now):
     ]
 
 
-def _replace(script, character, plan, written, before, gate, now):
+def _replace(script, character, plan, store, written, before, gate, now):
     """Store the summaries in place of ``plan``'s messages and archive them; return the
     result.
 
     Args:
         plan (CompactionPlan): What was compacted, read at ``plan.read_at``.
+        store (ConversationHistory): The history, counting with the model the summaries
+            were counted with.
         written (list): What :func:`summaries_written` returned.
         before (ContextUsage): The context's usage when the compaction started.
         gate (dict): What the quality gate did (``facts_checked``, ``facts_appended``...),
@@ -282,7 +285,6 @@ def _replace(script, character, plan, written, before, gate, now):
         now (datetime): When the summaries were written.
     """
     kind, to_compact = plan.kind, plan.messages
-    store = script.history
     compacted_tokens = sum(message["token_count"] for message in to_compact)
     markers = [(marker, members) for _, marker, members, _ in written]
     summary_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)

@@ -26,8 +26,6 @@ reactor), it reads no database: it runs in a thread, as its work grows with the 
 compacted (seconds of CPU for an emergency compaction of ten thousand messages).
 """
 
-from twisted.internet import threads
-
 from ..helpers.journal import entries_citing
 from ..utils.facts import (
     LaterStatements,
@@ -54,6 +52,7 @@ from ..utils.message_format import (
     summary_text,
 )
 from ..utils.sentences import LIST_MARK, sentences
+from .common import WORD_READING
 
 # An earlier summary's line shorter than this tells no fact worth restoring.
 MIN_RESTORED_WORDS = 3
@@ -109,7 +108,7 @@ def gate_summary(character, audience, members, summary, instructions, report):
         kept.
     """
     cited = entries_citing(character, [m["id"] for m in members], audience)
-    checked = threads.deferToThread(
+    checked = WORD_READING.run(
         repaired_summary, character.key, cited, members, summary, instructions
     )
 

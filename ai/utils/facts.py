@@ -230,6 +230,8 @@ class LaterStatements:
         return any(self.compare(newer, statement) for newer in candidates)
 
     def _file(self, kind, subject):
+        """File a new ``subject`` of relation ``kind`` under each of its words' postings,
+        and under its rarest word for the subjects held in another."""
         if subject:
             rarest = min(
                 subject, key=lambda word: (len(self.subjects_with.get((kind, word), ())), word)

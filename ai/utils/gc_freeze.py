@@ -12,7 +12,10 @@ assistants of 2,000 messages, each a dict holding its metadata dict, which the c
 always walks) made every full collection hold the reactor for a quarter of a second, every
 few seconds. So what survives each full collection is frozen with the rest, and every
 ``AI_GC_THAW_SECONDS`` everything is thawed and collected once: a cycle of objects frozen
-while alive that died since (a closed connection's protocol and transport) is freed then.
+while alive that died since (a closed connection's protocol and transport, objects Evennia's
+idmapper flushed from its cache) is freed then, not before. That collection walks every
+object, those loaded at start too: one stall an interval as long as a full collection
+without freezing (a fraction of a second to seconds, with the model libraries loaded).
 ``AI_GC_FREEZE = False`` turns all of it off.
 """
 
@@ -59,15 +62,21 @@ class SurvivorFreezer:
             return
         gc.callbacks.append(self._after_collection)
         self._thawing = task.LoopingCall(self.thaw)
-        self._thawing.start(interval, now=False)
+        self._thawing.start(interval, now=False).addErrback(self._failed)
 
     def stop(self):
         """Freeze nothing more and thaw no more (what is frozen stays frozen)."""
         if self._thawing is None:
             return
         gc.callbacks.remove(self._after_collection)
-        self._thawing.stop()
+        if self._thawing.running:
+            self._thawing.stop()
         self._thawing = None
+
+    def _failed(self, failure):
+        """A thaw failed: freeze no more, since nothing would thaw what is frozen."""
+        logger.log_err(f"AI: GC thaw failed, survivors no longer frozen: {failure.value}")
+        self.stop()
 
     @staticmethod
     def _after_collection(phase, info):
@@ -81,9 +90,9 @@ class SurvivorFreezer:
         one long collection an interval instead of one every few seconds."""
         frozen = gc.get_freeze_count()
         gc.unfreeze()
-        started = time.process_time()
+        started = time.perf_counter()
         freed = gc.collect()
-        took = (time.process_time() - started) * 1000
+        took = (time.perf_counter() - started) * 1000
         logger.log_info(
             f"AI: GC thawed {frozen} frozen objects: {freed} unreachable freed in {took:.0f} ms"
         )
