@@ -243,9 +243,13 @@ def forget_tool_offerings():
 # Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours
 # under pytest: without it Django knows no relation to our tables (a deleted entry's
 # links, words...). A game's `INSTALLED_APPS += ["ai"]` adds it to those defaults in place.
+# Nor does a test freeze the garbage collector, whatever the game's settings say (`evennia
+# test` reads them): a test process keeps collecting, and the freezer's hourly thaw would
+# be a timer that ``wait_for`` counts as something that could still fire.
 _DEFAULT_APPS = DEFAULT_SETTINGS["INSTALLED_APPS"]
 WITH_THIS_APP = override_settings(
-    INSTALLED_APPS=[*_DEFAULT_APPS, *(["ai"] if "ai" not in _DEFAULT_APPS else [])]
+    INSTALLED_APPS=[*_DEFAULT_APPS, *(["ai"] if "ai" not in _DEFAULT_APPS else [])],
+    AI_GC_FREEZE=False,
 )
 
 
