@@ -48,9 +48,12 @@ PG_STORE_TESTS := ai/tests/test_vector_store.py ai/tests/test_long_term_memory.p
 test-postgres-stores: $(PG_STAMP)
 	scripts/test_postgres.sh $(BIN)/pytest $(PG_STORE_TESTS)
 
-# Long-term memory's stores side by side (FAISS, and pgvector on a throwaway cluster).
+# Long-term memory's stores side by side (FAISS, and pgvector on a throwaway cluster), then
+# a dreaming tick in a game on SQLite with FAISS and in one on PostgreSQL with pgvector.
 bench-stores: $(PG_STAMP)
 	scripts/test_postgres.sh $(BIN)/python bench/memory_stores.py
+	$(BIN)/python bench/memory.py dreaming_tick
+	scripts/test_postgres.sh $(BIN)/python bench/memory.py dreaming_tick pgvector
 
 # A throwaway Evennia game with the contrib installed, for the demo and `evennia test`.
 # The demo migrates it itself, through Django: the launcher's `evennia migrate` loops on

@@ -25,7 +25,13 @@ from .offline import PROVIDER as OFFLINE_PROVIDER
 from .token_calibration import needs_calibration, observe
 from .tool_offering import offers_as_text, switch_to_text
 from .utils.markers import SUMMARY_MARKER, TRANSCRIPT_END, TRANSCRIPT_HEADER
-from .utils.message_format import is_summary, payload_of, summary_text, tool_call_text
+from .utils.message_format import (
+    is_summary,
+    payload_of,
+    provider_copy,
+    summary_text,
+    tool_call_text,
+)
 from .utils.model_location import is_served_locally
 from .utils.text_tool_calls import extract_tool_calls
 from .utils.thread_pools import LazyPool
@@ -236,6 +242,7 @@ def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache
     ``cache`` holds the points and key of ``cache_hints``; the options win over the hints.
     """
     litellm = load_litellm()
+    messages = provider_copy(messages)
     kwargs = dict(extra)
     if cache:
         kwargs = {**cache_hints(model, kwargs.get("api_base"), **cache), **kwargs}

@@ -303,9 +303,12 @@ def assemble_prompt(
         )
     messages, components = SendableMessages(), {}
     for part in arrange(parts, script.get_config("prompt_layout")):
-        sent = part["messages"] if "messages" in part else [part["message"]]
-        if any(sent):
-            messages.extend(m for m in sent if m)
+        if "messages" in part:  # the history's, each a message
+            if part["messages"]:
+                messages.extend(part["messages"])
+                components[part["key"]] = part["tokens"]
+        elif part["message"]:
+            messages.append(part["message"])
             components[part["key"]] = part["tokens"]
     return AssembledPrompt(
         messages=messages,

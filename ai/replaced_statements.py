@@ -25,7 +25,8 @@ _COMPARED = 8192
 def without_replaced(messages):
     """Return ``messages`` with each summary's kept statements that a later message replaces
     left out (the changed messages are copies)."""
-    said = [_kept_statements(message) for message in messages]
+    # Only a system message can be a summary: the others are passed over in the loop.
+    said = [_kept_statements(m) if m.get("role") == "system" else () for m in messages]
     if not any(said):
         return messages
     result = list(messages)

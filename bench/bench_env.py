@@ -18,8 +18,9 @@ import types
 SETTINGS_MODULE = "bench_settings"
 
 
-def _settings_module(db_path):
-    """Return a settings module: Evennia's defaults, this app and the database at ``db_path``."""
+def _settings_module(db_path, postgres):
+    """Return a settings module: Evennia's defaults, this app and the database: the SQLite
+    file ``db_path``, or the PostgreSQL connection parameters ``postgres``."""
     import evennia
 
     sys.path.insert(0, os.path.join(os.path.dirname(evennia.__file__), "game_template"))
@@ -30,7 +31,13 @@ def _settings_module(db_path):
     module = types.ModuleType(SETTINGS_MODULE)
     module.__dict__.update({k: v for k, v in vars(settings_default).items() if k.isupper()})
     module.INSTALLED_APPS = settings_default.INSTALLED_APPS + ["ai"]
-    module.DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": db_path}}
+    module.DATABASES = {
+        "default": (
+            dict(ENGINE="django.db.backends.postgresql", **postgres)
+            if postgres
+            else {"ENGINE": "django.db.backends.sqlite3", "NAME": db_path}
+        )
+    }
     module.AI_MEMORY_DIR = os.path.join(os.path.dirname(db_path), "memory")
     # Logs (the AIlog channel's, lock warnings) beside the database, not into the installed
     # Evennia package's game template, which every `evennia --init` copies.
@@ -43,17 +50,37 @@ def _settings_module(db_path):
     return module
 
 
-def setup_evennia():
-    """Configure Django and Evennia on a fresh, migrated SQLite file that is deleted at exit.
+def postgres_database(name):
+    """Create the database ``name`` anew on the cluster ``scripts/test_postgres.sh`` started
+    (its ``AI_TEST_PG_*`` variables) and return its connection parameters, as Django's
+    ``DATABASES`` names them."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    server = {
+        "HOST": os.environ.get("AI_TEST_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("AI_TEST_PG_PORT", "54329"),
+        "USER": os.environ.get("AI_TEST_PG_USER", "postgres"),
+    }
+    conninfo = make_conninfo(dbname="postgres", **{k.lower(): v for k, v in server.items()})
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    return dict(server, NAME=name)
+
+
+def setup_evennia(postgres=None):
+    """Configure Django and Evennia on a fresh, migrated database: a SQLite file deleted at
+    exit, or the PostgreSQL database of ``postgres`` (``postgres_database``'s parameters).
 
     Returns:
-        str: The path of the database file.
+        str: The path of the database file (unused on PostgreSQL).
     """
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     workdir = tempfile.mkdtemp(prefix="evennia-ai-bench-")
     atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     db_path = os.path.join(workdir, "bench.db3")
-    sys.modules[SETTINGS_MODULE] = _settings_module(db_path)
+    sys.modules[SETTINGS_MODULE] = _settings_module(db_path, postgres)
     os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS_MODULE
 
     import django

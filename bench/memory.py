@@ -22,7 +22,11 @@ whether facts that changed are recalled by their current value.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``, or
-``python bench/memory.py index_writes`` (one measurement, after its 10,000 memories).
+``python bench/memory.py index_writes`` (one measurement, after its 10,000 memories), or
+``python bench/memory.py dreaming_tick`` (the dreaming tick alone, after its 10,000
+memories: a game on SQLite with FAISS). ``dreaming_tick pgvector`` measures it in a game on
+PostgreSQL with its vectors in pgvector, on the cluster ``scripts/test_postgres.sh`` starts
+(``make bench-stores`` runs both).
 """
 
 import json
@@ -334,22 +338,35 @@ def measure_all():
 
 
 @defer.inlineCallbacks
-def measure_index_writes_alone():
-    """Fill the memories ``index_writes`` is measured beside, then measure it."""
+def measure_alone(measurement):
+    """Fill the memories ``measurement`` is measured beside, then measure it."""
     character = new_assistant(key="Sage")
     character.assistant_script._stop_task()
     yield fill_memories(character, 0, max(SEARCH_SIZES))
-    result = yield measure_index_writes(character)
+    result = yield measurement(character)
     return result
 
 
+ALONE = {"index_writes": measure_index_writes, "dreaming_tick": measure_dreaming_tick}
+
+
 def main():
-    setup_evennia()
-    if sys.argv[1:] == ["index_writes"]:
-        measured = run_in_reactor(measure_index_writes_alone)
+    # scripts/test_postgres.sh appends pytest's settings option: not this script's.
+    arguments = [argument for argument in sys.argv[1:] if not argument.startswith("--")]
+    if arguments == ["dreaming_tick", "pgvector"]:
+        from bench_env import postgres_database
+
+        setup_evennia(postgres=postgres_database("evennia_ai_bench_game"))
+    else:
+        setup_evennia()
+    if arguments[:1] and arguments[0] in ALONE:
+        from ai.semantic_memory import vector_store
+
+        measured = run_in_reactor(measure_alone, ALONE[arguments[0]])
         if isinstance(measured, Failure):
             measured.raiseException()
-        print(json.dumps({"unit": "milliseconds", "index_writes": measured}, indent=2))
+        report = {"unit": "milliseconds", "vector_store": vector_store()}
+        print(json.dumps(dict(report, **{arguments[0]: measured}), indent=2))
         return
     measured = run_in_reactor(measure_all)
     if isinstance(measured, Failure):

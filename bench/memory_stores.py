@@ -53,23 +53,6 @@ def fact(number):
     return f"{person} keeps the {thing} of ward {number} by the {PLACES[number % len(PLACES)]}."
 
 
-def database_url():
-    """Create the benchmark's database on the cluster ``test_postgres.sh`` started (its
-    ``AI_TEST_PG_*`` variables) and return its connection string."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    server = {
-        "host": os.environ.get("AI_TEST_PG_HOST", "127.0.0.1"),
-        "port": os.environ.get("AI_TEST_PG_PORT", "54329"),
-        "user": os.environ.get("AI_TEST_PG_USER", "postgres"),
-    }
-    with psycopg.connect(make_conninfo(dbname="postgres", **server), autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-        admin.execute(f"CREATE DATABASE {DATABASE}")
-    return make_conninfo(dbname=DATABASE, **server)
-
-
 def configs(directory, url, names):
     """Return ``{store: Mem0 config}`` of the stores ``names``: the contrib's offline
     default on each."""
@@ -184,7 +167,7 @@ def measure(memory, size, questions):
 
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_env import setup_evennia
+    from bench_env import postgres_database, setup_evennia
 
     setup_evennia()
     from ai.semantic_memory import close_memory, open_memory
@@ -196,7 +179,14 @@ def main():
     report = {"unit": "milliseconds on the calling thread", "repeats": REPEATS}
     try:
         names = [name for name in STORES if name in sys.argv[1:]] or STORES
-        url = database_url() if "pgvector" in names else None
+        url = None
+        if "pgvector" in names:
+            from psycopg.conninfo import make_conninfo
+
+            params = postgres_database(DATABASE)
+            url = make_conninfo(
+                host=params["HOST"], port=params["PORT"], user=params["USER"], dbname=DATABASE
+            )
         configured = configs(directory, url, names)
         memories = {name: open_memory(config) for name, config in configured.items()}
         embedder = next(iter(memories.values())).embedding_model

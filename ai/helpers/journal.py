@@ -403,6 +403,8 @@ def search_entries(
             # A short query may be part of a word ("DAWN" in "Dawnbringer"): scan for it.
             by_text = rows.filter(content__icontains=query.strip()).order_by("-id")
             ids.update(by_text.values_list("id", flat=True)[:_CANDIDATES])
+        if not ids:
+            return []
         candidates = rows.filter(id__in=ids)
     else:
         candidates = rows.order_by("-id")

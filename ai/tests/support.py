@@ -6,6 +6,7 @@ against a clock: a loaded machine makes the suite slower, never failing.
 """
 
 import faulthandler
+import gc
 import json
 import sys
 import threading
@@ -219,6 +220,11 @@ def make_assistant(key, location):
 class WithAssistant:
     """Mixed into an Evennia test case: an assistant in Room beside Char and Char2."""
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        freeze_loaded_objects()
+
     def setUp(self):
         super().setUp()
         self.assistant = make_assistant("Helper", self.room1)
@@ -233,6 +239,16 @@ class WithAssistant:
         self.addCleanup(forget_refusals)
 
 
+def freeze_loaded_objects():
+    """Freeze what the test process holds once it is loaded (Django, Evennia, torch, Mem0),
+    unless something is frozen already: the garbage collector's full collections then skip
+    it, as the freezer's do in a server (``ai.utils.gc_freeze``), without its hourly thaw.
+    Again after a test of the freezer thawed everything."""
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+
+
 def forget_tool_offerings():
     """Forget which models were switched to tools listed as text (``ai.tool_offering``)."""
     from ai.tool_offering import _as_text
@@ -243,9 +259,10 @@ def forget_tool_offerings():
 # Evennia's test cases reset the settings to its defaults, whose INSTALLED_APPS lack ours
 # under pytest: without it Django knows no relation to our tables (a deleted entry's
 # links, words...). A game's `INSTALLED_APPS += ["ai"]` adds it to those defaults in place.
-# Nor does a test freeze the garbage collector, whatever the game's settings say (`evennia
-# test` reads them): a test process keeps collecting, and the freezer's hourly thaw would
-# be a timer that ``wait_for`` counts as something that could still fire.
+# Nor does a test start the garbage collector's freezer, whatever the game's settings say
+# (`evennia test` reads them): its hourly thaw would be a timer that ``wait_for`` counts as
+# something that could still fire (the loaded objects are frozen once instead:
+# ``freeze_loaded_objects``).
 _DEFAULT_APPS = DEFAULT_SETTINGS["INSTALLED_APPS"]
 WITH_THIS_APP = override_settings(
     INSTALLED_APPS=[*_DEFAULT_APPS, *(["ai"] if "ai" not in _DEFAULT_APPS else [])],

@@ -217,3 +217,25 @@ class TestWhatIsSent(AssistantTestCase):
         sent = llm.calls[0]
         self.assertEqual(sent[1]["content"], "")
         self.assertNotIn("metadata", sent[0])
+
+    def test_what_a_provider_does_to_the_messages_never_reaches_the_history(self):
+        # Some of litellm's provider transformations change the messages they are given in
+        # place: a client that does reaches only its own copy.
+        import litellm
+
+        complete = litellm.completion
+
+        def tampering(*args, messages, **kwargs):
+            for message in messages:
+                message["content"] = "tampered"
+            return complete(*args, messages=messages, **kwargs)
+
+        with patch.object(litellm, "completion", tampering):
+            self.tick_on("Noted.", text="The ferry leaves at dawn.")
+        self.tick_on("Good morning.", text="And the cart at noon.")
+        held = [message["content"] for message in self.script.history.messages()]
+        self.assertNotIn("tampered", held)
+        self.assertIn('Char says, "The ferry leaves at dawn."', held)
+        sent = [message["content"] for message in self.llm.calls[0]]
+        self.assertNotIn("tampered", sent)
+        self.assertIn('Char says, "The ferry leaves at dawn."', sent)

@@ -121,3 +121,12 @@ class TestOfflineEngineUsage(TestCase):
         self.assertGreater(
             kept_message_tokens(longer, model), kept_message_tokens(messages[0], model)
         )
+        # A tool call's count is kept too, by what is counted of it.
+        wordier = dict(call, function={"name": "noop", "arguments": '{"why": "nothing to do"}'})
+        called_again = dict(messages[1], tool_calls=[wordier])
+        self.assertEqual(
+            kept_message_tokens(called_again, model), count_message_tokens(called_again, model)
+        )
+        self.assertGreater(
+            kept_message_tokens(called_again, model), kept_message_tokens(messages[1], model)
+        )

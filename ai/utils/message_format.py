@@ -152,8 +152,9 @@ class StoredMessage(dict):
 
 
 class SendableMessages(list):
-    """Messages a chat API accepts as they are, each a dict of its own (an assembled
-    prompt's): :func:`payload_of` copies them without looking into each."""
+    """Messages a chat API accepts as they are (an assembled prompt's), never to be changed:
+    a stored message's is the part it keeps. :func:`payload_of` copies them without looking
+    into each."""
 
 
 def sendable(message):
@@ -168,19 +169,27 @@ def sendable(message):
 
 
 def sendable_messages(messages):
-    """Return the sendable part of each of ``messages``, new, as :class:`SendableMessages`."""
+    """Return the sendable part of each of ``messages`` as :class:`SendableMessages`: a
+    stored message's kept part (sent as a copy: :func:`payload_of`), another's new."""
     return SendableMessages(
-        dict(message.sendable_part()) if isinstance(message, StoredMessage) else sendable(message)
+        message.sendable_part() if isinstance(message, StoredMessage) else sendable(message)
         for message in messages
     )
 
 
 def payload_of(messages):
-    """Return what a call sends of ``messages``: their sendable parts, new, so that what a
-    provider's client does to them never reaches the caller's."""
+    """Return what a call sends of ``messages`` as :class:`SendableMessages`: an assembled
+    prompt's as they are, another list's sendable parts, new. The thread that calls the
+    provider sends a copy (:func:`provider_copy`)."""
     if isinstance(messages, SendableMessages):
-        return list(map(dict, messages))
-    return [sendable(message) for message in messages]
+        return messages
+    return SendableMessages(sendable(message) for message in messages)
+
+
+def provider_copy(messages):
+    """Return a copy of sendable ``messages`` for a provider's client, so that what it does
+    to them never reaches the prompt (whose messages may be the history's own parts)."""
+    return list(map(dict, messages))
 
 
 def _sendable_part(message):

@@ -197,29 +197,49 @@ def count_message_tokens(message, model):
 
 
 def kept_message_tokens(message, model):
-    """Return ``count_message_tokens(message, model)``, kept for a plain text message.
+    """Return ``count_message_tokens(message, model)``, kept for a text message (with its
+    tool calls, if any).
 
     A prompt sends its instructions, and a conversation its history, again call after
     call; counting them anew with tiktoken took a third of the offline engine's thread at
     50 assistants (issue 23). ``KEPT_MESSAGES`` counts are kept, per calibration.
     """
     content = message.get("content")
-    if message.get("tool_calls") or not isinstance(content, (str, type(None))):
+    calls = _calls_key(message.get("tool_calls"))
+    if calls is None or not isinstance(content, (str, type(None))):
         return count_message_tokens(message, model)
-    return _kept_plain_tokens(
+    return _kept_tokens(
         message.get("role"),
         content,
         message.get("name"),
         message.get("tool_call_id"),
+        calls,
         model,
         calibration(model),
     )
 
 
+def _calls_key(tool_calls):
+    """Return what is counted of ``tool_calls`` as ``((id, name, arguments), ...)``, or None
+    when a call's arguments are not text."""
+    key = []
+    for call in tool_calls or ():
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or ""
+        if not isinstance(arguments, str):
+            return None
+        key.append((call.get("id") or "", function.get("name") or "", arguments))
+    return tuple(key)
+
+
 @lru_cache(maxsize=KEPT_MESSAGES)
-def _kept_plain_tokens(role, content, name, tool_call_id, model, factor):
+def _kept_tokens(role, content, name, tool_call_id, calls, model, factor):
     # ``factor`` only keys the count: a new calibration counts again.
     message = {"role": role, "content": content, "name": name, "tool_call_id": tool_call_id}
+    message["tool_calls"] = [
+        {"id": call_id, "function": {"name": function, "arguments": arguments}}
+        for call_id, function, arguments in calls
+    ]
     return count_message_tokens(message, model)
 
 
