@@ -149,13 +149,15 @@ class RecentHistory(list):
         older_tokens (int): Their tokens.
         revision (int or None): The counter's revision they were read at, where a caller
             needs it (:meth:`ConversationHistory.newest_outline`).
+        tokens (int or None): The tokens of these messages, where known.
     """
 
-    def __init__(self, messages, older_count=0, older_tokens=0, revision=None):
+    def __init__(self, messages, older_count=0, older_tokens=0, revision=None, tokens=None):
         super().__init__(messages)
         self.older_count = older_count
         self.older_tokens = older_tokens
         self.revision = revision
+        self.tokens = tokens
 
 
 @dataclass
@@ -296,7 +298,7 @@ class ConversationHistory:
             wanted, tail = 2 * wanted, None  # private messages hid some: read further back
         self.script.ndb.live_tail = tail
         older_count = live_count - len(tail.messages) + start
-        return RecentHistory(heard, older_count, live_tokens - spanned)
+        return RecentHistory(heard, older_count, live_tokens - spanned, tokens=held)
 
     def newest_outline(self, tokens, count):
         """Return the newest live messages without their content: at least enough to

@@ -116,8 +116,12 @@ def unit_start(history, index):
 def select_history(history, budget, model):
     """Return the newest whole units of ``history`` that fit ``budget`` tokens, in order.
 
-    Only the messages the budget reaches are read, from the newest back.
+    Only the messages the budget reaches are read, from the newest back; none when the
+    history's tokens are known to fit (a ``RecentHistory``'s).
     """
+    known = getattr(history, "tokens", None)
+    if known is not None and known <= budget:
+        return list(history), known
     start, used = len(history), 0
     while start:
         cost = stored_tokens(history[start - 1], model)

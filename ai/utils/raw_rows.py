@@ -6,6 +6,8 @@ each field (``ai.fields`` escapes NUL there), and what is read goes through the
 converters the ORM would apply (NUL restored, JSON decoded, dates made aware).
 """
 
+from functools import lru_cache
+
 from django.db import connection
 
 
@@ -20,19 +22,17 @@ def insert_row(model, values):
     Returns:
         int: The new row's primary key.
     """
-    fields, sql = _insert_statement(model)
+    fields, sql, returning = _insert_statement(model, connection.vendor)
     params = _prepared(fields, values)
-    returning = connection.features.can_return_columns_from_insert
-    pk = connection.ops.quote_name(model._meta.pk.column)
     with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {pk}" if returning else sql, params)
+        cursor.execute(returning or sql, params)
         return cursor.fetchone()[0] if returning else cursor.lastrowid
 
 
 def insert_rows(model, rows):
     """Insert rows of ``model`` with one statement executed for each (``insert_row``'s
     values, each a dict); their primary keys are not returned."""
-    fields, sql = _insert_statement(model)
+    fields, sql, _ = _insert_statement(model, connection.vendor)
     with connection.cursor() as cursor:
         cursor.executemany(sql, [_prepared(fields, values) for values in rows])
 
@@ -52,8 +52,10 @@ def update_row(model, pk, values):
         )
 
 
-def _insert_statement(model):
-    """Return the fields of a ``model`` row but its primary key, and their INSERT."""
+@lru_cache(maxsize=None)
+def _insert_statement(model, vendor):
+    """Return the fields of a ``model`` row but its primary key, their INSERT, and the same
+    returning the new key (None where the ``vendor``'s database cannot)."""
     meta = model._meta
     fields = [field for field in meta.concrete_fields if field is not meta.pk]
     quote = connection.ops.quote_name
@@ -61,7 +63,8 @@ def _insert_statement(model):
         f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))})"
     )
-    return fields, sql
+    returning = connection.features.can_return_columns_from_insert
+    return fields, sql, f"{sql} RETURNING {quote(meta.pk.column)}" if returning else None
 
 
 def _prepared(fields, values):
