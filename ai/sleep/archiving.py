@@ -30,7 +30,7 @@ from .common import (
     kind_threshold,
     replace_recorded,
 )
-from .quality_gate import STATEMENTS_SHARE, restore_earlier, restore_statements
+from .quality_gate import STATEMENTS_SHARE, restore_earlier, restore_statements, statements
 
 # The share of the archived words that the players' statements may fill, tried in turn: an
 # archive that would not bring usage under the threshold keeps fewer, then only its marker;
@@ -39,7 +39,7 @@ from .quality_gate import STATEMENTS_SHARE, restore_earlier, restore_statements
 STATEMENT_SHARES = (1.0, STATEMENTS_SHARE / 2, 0)
 
 
-def marker_text(assistant, cited, members, share):
+def marker_text(assistant, cited, members, share, said=None):
     """Return the text of the marker standing for ``members``, archived whole: what it
     is, then what the earlier summaries and markers among them kept (an archive of an
     archive keeps its statements), then the statements of theirs that nothing else (nor
@@ -52,25 +52,40 @@ def marker_text(assistant, cited, members, share):
             ``members``.
         members (list): The messages archived.
         share (float): The share of their words the statements may fill.
+        said (list, optional): Their statements (``quality_gate.statements``), when read.
     """
     # The marker's own words are not counted against the share: for a short exchange (a
     # whisper and its answer) they alone would leave no room for its one statement.
     earlier, _ = restore_earlier(members, "", share)
-    said, _, _ = restore_statements(assistant, cited, members, earlier, share)
+    kept, _, _ = restore_statements(assistant, cited, members, earlier, share, said)
     return (
         f"{ARCHIVE_MARKER} {plural(len(members), 'earlier message')} "
         f"{'was' if len(members) == 1 else 'were'} archived without a summary "
-        f"to make room; search_history finds them by their words.{said}"
+        f"to make room; search_history finds them by their words.{kept}"
     )
 
 
-def marker_texts(assistant, groups):
-    """Return, for each ``(members, cited)`` of ``groups``, its marker's text at each of
-    ``STATEMENT_SHARES`` (a dict by share). Reads no database."""
-    return [
-        {share: marker_text(assistant, cited, members, share) for share in STATEMENT_SHARES}
-        for members, cited in groups
-    ]
+def archive_markers(assistant, kind, model, now, groups):
+    """Return, for each ``(audience, members, cited)`` of ``groups``, its marker
+    (:func:`archive_marker`) at each of ``STATEMENT_SHARES``, a dict by share, its members'
+    statements read once. Reads no database."""
+    markers = []
+    for audience, members, cited in groups:
+        said = statements(members, assistant)
+        markers.append(
+            {
+                share: archive_marker(
+                    kind,
+                    audience,
+                    members,
+                    model,
+                    now,
+                    marker_text(assistant, cited, members, share, said),
+                )
+                for share in STATEMENT_SHARES
+            }
+        )
+    return markers
 
 
 def archive_marker(kind, audience, members, model, now, text):
@@ -100,25 +115,21 @@ def archive_oldest(script, character, plan, before, config, extract=None):
         (audience, members, entries_citing(character, [m["id"] for m in members], audience))
         for audience, members in audience_groups(plan.messages)
     ]
-    # Running, for builders' commands and the inspector, while the texts are read.
+    store = script.history
+    now = timezone.now()
+    # Running, for builders' commands and the inspector, while the markers are written.
     script.ndb.compacting = True
     try:
-        texts = yield WORD_READING.run(
-            marker_texts, character.key, [(members, cited) for _, members, cited in groups]
+        candidates = yield WORD_READING.run(
+            archive_markers, character.key, plan.kind, store.model, now, groups
         )
     finally:
         script.ndb.compacting = False
-    store = script.history
-    now = timezone.now()
     room = kind_threshold(config, plan.kind) * before.max_tokens
     tried = []  # the markers that would free more than a stall
     for share in STATEMENT_SHARES:
         markers = [
-            (
-                archive_marker(plan.kind, audience, members, store.model, now, text[share]),
-                members,
-            )
-            for (audience, members, _), text in zip(groups, texts)
+            (candidate[share], members) for (_, members, _), candidate in zip(groups, candidates)
         ]
         marker_tokens = sum(marker["metadata"]["summary_token_count"] for marker, _ in markers)
         freed = plan.tokens - marker_tokens

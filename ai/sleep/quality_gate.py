@@ -184,15 +184,16 @@ def tells_fact(sentence, ignored=()):
     return bool(telling) and not sentence.rstrip().endswith("?")
 
 
-def restore_statements(assistant, cited, members, summary, share=STATEMENTS_SHARE):
+def restore_statements(assistant, cited, members, summary, share=STATEMENTS_SHARE, said=None):
     """Return ``(summary, count, pruned)``: ``summary`` with the statements of ``members``
     that neither it (with what the gate appended) nor one of the ``cited`` journal entries
     kept, appended in the speaker's words, quoted as every player's words are, oldest first
     while the whole holds at most ``share`` of the words of ``members``. When that leaves
     some out, the summary's lines of small talk (:func:`small_talk`, ``pruned`` of them)
     make room for them first: a player's stated fact is worth more than a greeting retold.
-    ``assistant`` is the assistant's name."""
-    said = statements(members, assistant)
+    ``assistant`` is the assistant's name; ``said``, the statements of ``members`` when
+    they were read (:func:`statements`)."""
+    said = statements(members, assistant) if said is None else said
     lines, lost = _lost_statements(summary, cited, said, members, share)
     pruned = small_talk(summary, members, assistant) if len(lost) < len(lines) else set()
     if pruned:
