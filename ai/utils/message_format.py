@@ -153,8 +153,8 @@ class StoredMessage(dict):
 
 class SendableMessages(list):
     """Messages a chat API accepts as they are (an assembled prompt's), never to be changed:
-    a stored message's is the part it keeps. :func:`payload_of` copies them without looking
-    into each."""
+    a stored message's is the part it keeps. :func:`provider_copy` copies them without
+    looking into each."""
 
 
 def sendable(message):
@@ -170,7 +170,7 @@ def sendable(message):
 
 def sendable_messages(messages):
     """Return the sendable part of each of ``messages`` as :class:`SendableMessages`: a
-    stored message's kept part (sent as a copy: :func:`payload_of`), another's new."""
+    stored message's kept part (sent as a copy: :func:`provider_copy`), another's new."""
     return SendableMessages(
         message.sendable_part() if isinstance(message, StoredMessage) else sendable(message)
         for message in messages

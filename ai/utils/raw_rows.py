@@ -3,7 +3,8 @@
 On a tick's hot paths the ORM's query building costs several times the query itself (see
 docs/benchmarks.md). These skip it, but not the fields: what is written is prepared by
 each field (``ai.fields`` escapes NUL there), and what is read goes through the
-converters the ORM would apply (NUL restored, JSON decoded, dates made aware).
+converters the ORM would apply (NUL restored, JSON decoded, dates made aware). The one
+exception, ``insert_values``, takes only values the database stores as they are.
 """
 
 from functools import lru_cache
