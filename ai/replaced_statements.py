@@ -11,15 +11,20 @@ and ``aihistory`` show it whole.
 """
 
 from functools import lru_cache
+from operator import is_
 
 from .utils.facts import LaterStatements, statement_replaces
 from .utils.markers import GATE_HEADERS, NOTES_HEADER, SAID_HEADER, SUMMARY_MARKER
-from .utils.message_format import read_event, unquoted
+from .utils.message_format import StoredMessage, read_event, unquoted
 from .utils.sentences import sentences
 
 # Pairs of sentences compared, remembered across ticks: the same summary lines meet the
 # same later messages on every tick until the history changes.
 _COMPARED = 8192
+# The statements after a history's last summary, filed, by the first message after it:
+# one a history, those of the histories read most recently kept.
+_FILED_TAILS = 512
+_FILED = {}
 
 
 def without_replaced(messages):
@@ -29,18 +34,71 @@ def without_replaced(messages):
     said = [_kept_statements(m) if m.get("role") == "system" else () for m in messages]
     if not any(said):
         return messages
+    last = max(index for index, kept in enumerate(said) if kept)
+    newest = _newest_statements(messages[last + 1 :])  # what every summary is compared with
     result = list(messages)
-    later = LaterStatements(_replaces)  # of the messages after the one being read
-    for index in range(len(messages) - 1, -1, -1):
+    later = LaterStatements(_replaces)  # of the messages between the one read and those
+    for index in range(last, -1, -1):
         kept = said[index]
         if not kept:
             later.add(_player_sentences(messages[index]))
             continue
-        stale = {line for line, statement in kept if later.replace(statement)}
+        stale = {
+            line
+            for line, statement in kept
+            if newest.replace(statement) or later.replace(statement)
+        }
         if stale:
             result[index] = dict(messages[index], content=_without(messages[index], stale))
         later.add(statement for _, statement in kept)
     return result
+
+
+class _Filed:
+    """The players' statements of the messages after a history's last summary, filed, and
+    the messages read (the held history's own, which are never changed)."""
+
+    def __init__(self):
+        self.statements = LaterStatements(_replaces)
+        self.messages = []
+
+
+def _newest_statements(messages):
+    """Return the :class:`LaterStatements` of the players' sentences in ``messages`` (those
+    after the last summary). Kept from call to call: when the very messages read last time
+    begin them, only the messages added since are read (a statement replaced stays replaced,
+    whatever is said after it)."""
+    stored = len(messages)
+    while stored and not isinstance(messages[stored - 1], StoredMessage):
+        stored -= 1  # a loop's own messages, new at each call, come last
+    filed = _FILED.pop(id(messages[0]), None) if stored else None
+    read = len(filed.messages) if filed else 0
+    if filed is None or read > stored or not all(map(is_, filed.messages, messages)):
+        filed, read = _Filed(), 0
+    for message in messages[read:stored]:
+        filed.statements.add(_player_sentences(message))
+    if stored:
+        filed.messages = messages[:stored]  # held here, so that no other takes their ids
+        _FILED[id(messages[0])] = filed
+        while len(_FILED) > _FILED_TAILS:
+            del _FILED[next(iter(_FILED))]  # the tail read longest ago
+    if stored == len(messages):
+        return filed.statements
+    unstored = LaterStatements(_replaces)
+    for message in messages[stored:]:
+        unstored.add(_player_sentences(message))
+    return _Both(filed.statements, unstored)
+
+
+class _Both:
+    """Two :class:`LaterStatements` read as one."""
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def replace(self, statement):
+        """Tell whether a statement of either part replaces ``statement``."""
+        return any(part.replace(statement) for part in self.parts)
 
 
 def _kept_statements(message):

@@ -28,7 +28,7 @@ from ai.sleep.quality_gate import repaired_summary
 from ai.utils.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
 from ai.utils.markers import EARLIER_HEADER, SAID_HEADER, SUMMARY_MARKER
-from ai.utils.message_format import is_summary, summary_text
+from ai.utils.message_format import StoredMessage, is_summary, summary_text
 
 from .support import ScriptedLLM, wait_for
 from .test_assistant_runs import RunsTestCase
@@ -625,3 +625,19 @@ class TestKeptStatementsLeftOut(TestCase):
         before = [{"role": "user", "content": 'Bo says, "The gate code is 5120."'}]
         kept = [{"role": "system", "content": self.KEPT}]
         self.assertIn("4417", without_replaced(before + kept)[1]["content"])
+
+    def test_what_an_earlier_call_read_counts_only_while_the_same_messages_begin_the_tail(self):
+        # The held history's messages are read once, call after call; another listener's
+        # messages after the same first one are not taken for them.
+        summary = StoredMessage(role="system", content=self.KEPT)
+        talk, change, other = (
+            StoredMessage(role="user", content=f'Bo says, "{text}"')
+            for text in ("Lots of talk.", "The gate code is 5120.", "Quiet here.")
+        )
+        self.assertIn("4417", without_replaced([summary, talk])[0]["content"])
+        self.assertNotIn("4417", without_replaced([summary, talk, change])[0]["content"])
+        self.assertIn("4417", without_replaced([summary, talk, other])[0]["content"])
+        # A loop's own message (not stored yet) counts for its call only.
+        own = {"role": "user", "content": 'Bo says, "The gate code is 5120."'}
+        self.assertNotIn("4417", without_replaced([summary, talk, other, own])[0]["content"])
+        self.assertIn("4417", without_replaced([summary, talk, other])[0]["content"])
