@@ -18,7 +18,7 @@ import types
 SETTINGS_MODULE = "bench_settings"
 
 
-def _settings_module(db_path, postgres):
+def _settings_module(db_path, postgres=None):
     """Return a settings module: Evennia's defaults, this app and the database: the SQLite
     file ``db_path``, or the PostgreSQL connection parameters ``postgres``."""
     import evennia
