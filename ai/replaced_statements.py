@@ -7,7 +7,8 @@ promised Moss to bring barley on Saturday.") both lines stayed live, and
 Qwen2.5-Coder-1.5B answered with the first. When a prompt is assembled, a kept statement
 that a later one replaces (a later kept statement, or a sentence of a later player's
 message: ``utils.facts.replaces``) is left out; the stored summary is untouched, so undo
-and ``aihistory`` show it whole.
+and ``aihistory`` show it whole. The players' sentences after the last summary are filed
+once and kept between calls, so a call reads only the messages said since the last one.
 """
 
 from functools import lru_cache
