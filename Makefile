@@ -39,9 +39,9 @@ $(PG_STAMP): $(STAMP)
 test-postgres: $(PG_STAMP)
 	scripts/test_postgres.sh $(BIN)/pytest
 
-# The tests of what the database changes, on such a cluster (`.ci/run` runs them: the whole
-# suite on PostgreSQL takes 25-70 minutes here): long-term memory on pgvector, the history
-# and journal stores, text holding NUL characters.
+# The tests of what the database changes, on such a cluster (`.ci/run` runs them instead of
+# the whole suite when the machine is too slow for it to fit): long-term memory on pgvector,
+# the history and journal stores, text holding NUL characters.
 PG_STORE_TESTS := ai/tests/test_vector_store.py ai/tests/test_long_term_memory.py \
 	ai/tests/test_nul_text.py ai/tests/test_history_store.py ai/tests/test_journal_store.py
 
