@@ -132,6 +132,15 @@ def row_to_message(row):
     return _columns_to_message([getattr(row, column) for column in _COLUMNS], stored=False)
 
 
+def _updates_return_rows():
+    """Tell whether the database returns the rows an UPDATE changed (``RETURNING``):
+    PostgreSQL and SQLite from 3.35 do; MySQL does not."""
+    features = connection.features
+    return connection.vendor == "postgresql" or (
+        connection.vendor == "sqlite" and features.can_return_columns_from_insert
+    )
+
+
 def _revision_step():
     """Return how much one write raises the counter's revision: random, never zero."""
     return random.randrange(1, 2**31)
@@ -198,29 +207,39 @@ class ConversationHistory:
     def _claim_position(self, tokens, step):
         """Add one message of ``tokens`` to the counter, raising its revision by ``step``.
 
-        The counter is written before it is read, so concurrent appends queue on the write
-        lock instead of failing on a read-then-write upgrade. Raw SQL on this hot path: the
+        The counter is written before it is read (in the same statement where the database
+        returns updated rows), so concurrent appends queue on the write lock instead of
+        failing on a read-then-write upgrade. Raw SQL on this hot path: the
         ORM's query building costs ten times the query itself (see docs/benchmarks.md).
 
         Returns:
             tuple or None: The message's position and the new revision, or None when the
             counter is missing or was counted for another model.
         """
+        update = (
+            f"UPDATE {_COUNTER_TABLE} SET live_tokens = live_tokens + %s, "
+            "live_count = live_count + 1, next_position = next_position + 1, "
+            "revision = revision + %s WHERE db_script_id = %s AND counted_for = %s"
+        )
+        params = [tokens, step, self.script.id, self.counted_for]
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {_COUNTER_TABLE} SET live_tokens = live_tokens + %s, "
-                "live_count = live_count + 1, next_position = next_position + 1, "
-                "revision = revision + %s WHERE db_script_id = %s AND counted_for = %s",
-                [tokens, step, self.script.id, self.counted_for],
-            )
-            if cursor.rowcount == 0:
-                return None
-            cursor.execute(
-                f"SELECT next_position, revision FROM {_COUNTER_TABLE} WHERE db_script_id = %s",
-                [self.script.id],
-            )
-            next_position, revision = cursor.fetchone()
-            return next_position - 1, revision
+            if _updates_return_rows():
+                cursor.execute(f"{update} RETURNING next_position, revision", params)
+                claimed = cursor.fetchone()
+            else:
+                cursor.execute(update, params)
+                if cursor.rowcount == 0:
+                    return None
+                cursor.execute(
+                    f"SELECT next_position, revision FROM {_COUNTER_TABLE} "
+                    "WHERE db_script_id = %s",
+                    [self.script.id],
+                )
+                claimed = cursor.fetchone()
+        if claimed is None:
+            return None
+        next_position, revision = claimed
+        return next_position - 1, revision
 
     def append(self, message):
         """Validate and store one message at the end of the live history.

@@ -104,6 +104,21 @@ class TestHistoryStore(AssistantTestCase):
         self.assertEqual(early, late)
         self.assertLessEqual(late, 6)
 
+    def test_appends_keep_their_order_whether_updates_return_rows_or_not(self):
+        # SQLite from 3.35 and PostgreSQL claim a position in one statement; MySQL reads
+        # the counter back. A new assistant has no counter yet: its first append makes it.
+        for returns in (True, False):
+            with self.subTest(returns=returns):
+                script = make_assistant(f"Scribe{returns}", self.room1).assistant_script
+                lines = [{"role": "user", "content": f'Char says, "line {i}"'} for i in range(4)]
+                with patch("ai.history._updates_return_rows", return_value=returns):
+                    stored = [script.append_message(line) for line in lines]
+                positions = [message["position"] for message in stored]
+                self.assertEqual(positions, sorted(set(positions)))
+                history = script.conversation_history
+                self.assertEqual([m["content"] for m in history], [m["content"] for m in lines])
+                self.assertEqual(script.history.totals()[1], 4)
+
     def test_changing_the_model_recounts_once(self):
         self.script.append_message({"role": "user", "content": "Hello, world! " * 10})
         offline_tokens = self.script.history.token_total()

@@ -9,7 +9,7 @@ exception, ``insert_values``, takes only values the database stores as they are.
 
 from functools import lru_cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 
 def insert_row(model, values):
@@ -104,18 +104,29 @@ def select_rows(model, names, where, params, tail=""):
         params (list): Its values, as the database takes them.
         tail (str): SQL after the condition (``ORDER BY``, ``LIMIT``).
     """
+    select, columns, converters = _select_statement(
+        model, tuple(names), connections[DEFAULT_DB_ALIAS]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"{select} WHERE {where} {tail}", params)
+        rows = cursor.fetchall()
+    return [tuple(_converted(row, columns, converters)) for row in rows]
+
+
+@lru_cache(maxsize=256)
+def _select_statement(model, names, database):
+    """Return the SELECT of the fields ``names`` of ``model`` (up to its WHERE), their
+    columns and each column's converters, for ``database`` (a thread's connection: the
+    converters are its own)."""
     meta = model._meta
     columns = [meta.get_field(name).get_col(meta.db_table) for name in names]
     converters = [
-        connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        database.ops.get_db_converters(column) + column.get_db_converters(database)
         for column in columns
     ]
-    quote = connection.ops.quote_name
+    quote = database.ops.quote_name
     select = ", ".join(quote(column.target.column) for column in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {select} FROM {quote(meta.db_table)} WHERE {where} {tail}", params)
-        rows = cursor.fetchall()
-    return [tuple(_converted(row, columns, converters)) for row in rows]
+    return f"SELECT {select} FROM {quote(meta.db_table)}", columns, converters
 
 
 def db_value(model, name, value):
