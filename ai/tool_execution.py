@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from django.db import transaction
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -409,13 +410,16 @@ def run_react_loop(
         if held:
             result.held.append(speech)
             speech = ""
-        # The answer joins history once its calls ran: its text only if it was said.
-        turn.record(_recorded(answer, config, speech, held or waiting is not None))
-        for message in ran.messages:
-            stored = turn.record(message)
-            delegated = ran.delegated.get(message.get("tool_call_id"))
-            if delegated and "id" in stored:
-                archive_transcript(script, stored, delegated)
+        # The answer joins history once its calls ran: its text only if it was said. It and
+        # its calls' results are stored together or not at all (a provider refuses a call
+        # without its result), in one commit.
+        with transaction.atomic():
+            turn.record(_recorded(answer, config, speech, held or waiting is not None))
+            for message in ran.messages:
+                stored = turn.record(message)
+                delegated = ran.delegated.get(message.get("tool_call_id"))
+                if delegated and "id" in stored:
+                    archive_transcript(script, stored, delegated)
         if speech:
             said, _ = speak(character, speech, audience)
             result.said.append(said)

@@ -2,11 +2,12 @@
 
 from unittest.mock import patch
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from ai.helpers.journal import add_entry, journal_entries
+from ai.history import ConversationHistory
 from ai.prompt_contexts import CONVERSATION_TOOLS
 from ai.tool_execution import run_react_loop
 from ai.tools import Tool, ToolResult, register_tool, unregister_tool
@@ -125,6 +126,28 @@ class TestMessageShapes(LoopTestCase):
         self.assertEqual([m["role"] for m in history], ["assistant", "tool", "tool"])
         call_ids = [call["id"] for call in history[0]["tool_calls"]]
         self.assertEqual([m["tool_call_id"] for m in history[1:]], call_ids)
+
+    def test_a_call_whose_result_cannot_be_stored_is_not_stored_either(self):
+        """The answer and its calls' results are stored together: a provider refuses a
+        history with a call left unanswered, so a failed write leaves neither."""
+        original = ConversationHistory.append
+
+        def failing_on_results(store, message):
+            if message["role"] == "tool":
+                raise DatabaseError("disk I/O error")
+            return original(store, message)
+
+        steps = [[("add_journal_entry", {"content": "Char likes tea"})], [("noop", {})]]
+        with ScriptedLLM(*steps) as llm:
+            with patch.object(ConversationHistory, "append", failing_on_results):
+                with self.assertRaisesRegex(DatabaseError, "disk I/O error"):
+                    self.run_loop(llm, event=SPEECH)
+        self.assertEqual(self.script.conversation_history, [])
+        self.assertEqual(self.script.history.totals(), (0, 0))
+        with ScriptedLLM([("say", {"message": "Tea it is."})]) as llm:
+            self.run_loop(llm, event=SPEECH)
+        history = self.script.conversation_history
+        self.assertEqual([m["role"] for m in history], ["assistant", "tool"])
 
     def test_bad_arguments_come_back_as_a_readable_result(self):
         with ScriptedLLM([("add_journal_entry", {"importance": 99})], [("noop", {})]) as llm:
