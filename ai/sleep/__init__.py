@@ -114,9 +114,10 @@ def compact_if_due(script, character, config):
         Deferred: Fires with ``{"pre_compaction_extraction": ..., "context_compaction": ...}``.
     """
     threshold = start_threshold(config)
-    due = config["compact_enabled"] and measure_context(script, character).usage >= threshold
+    usage = measure_context(script, character) if config["compact_enabled"] else None
+    due = usage is not None and usage.usage >= threshold
     if not due:
-        compaction = yield compact_conversation_history(script, character)
+        compaction = yield compact_conversation_history(script, character, usage=usage)
         return {
             "pre_compaction_extraction": not_run("compaction not due"),
             "context_compaction": compaction,
@@ -128,7 +129,9 @@ def compact_if_due(script, character, config):
             "context_compaction": skipped(reason),
         }
     extraction = ExtractionBeforeSummary(script, character)
-    compaction = yield compact_conversation_history(script, character, extract=extraction)
+    compaction = yield compact_conversation_history(
+        script, character, extract=extraction, usage=usage
+    )
     after = measure_context(script, character)
     still_over = after.usage >= threshold
     record_outcome(script, "sleep", still_over)

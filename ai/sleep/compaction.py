@@ -78,7 +78,9 @@ REFUSED_BY_GATE = (
 
 
 @defer.inlineCallbacks
-def compact_conversation_history(script, character, force=False, kind=None, extract=None):
+def compact_conversation_history(
+    script, character, force=False, kind=None, extract=None, usage=None
+):
     """Compact the assistant's history if it is over its threshold (or if forced), with
     its ``compact_strategy`` (see :data:`RUNNERS`).
 
@@ -93,6 +95,8 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
             Only ``manual`` runs again after a stall with the history unchanged.
         extract (callable, optional): Returns a Deferred; run just before a summary is made
             or messages are archived whole (pre-compaction extraction), never for masking.
+        usage (ContextUsage, optional): The context as measured just now, with nothing
+            written since; measured if None.
 
     Returns:
         Deferred: Fires with the result dict: ``skipped`` and ``reason``; or ``success``
@@ -106,7 +110,7 @@ def compact_conversation_history(script, character, force=False, kind=None, extr
         return skipped("compaction disabled")
     if not len(script.history):
         return skipped("no history")
-    before = measure_context(script, character)
+    before = usage or measure_context(script, character)
     threshold = start_threshold(config)
     if before.usage < threshold and not force:
         return skipped(

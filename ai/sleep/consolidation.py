@@ -62,20 +62,21 @@ def repair_memory_links(script, character, batch_size):
     game switched ``AI_MEMORY_VECTOR_STORE``) gets its memory again from its own text: the
     contrib's tables are the source of truth, so nothing is forgotten. Links are checked in
     turn, five times ``batch_size`` per tick, from where the last tick stopped
-    (``script.db.memory_link_cursor``).
+    (``script.ndb.memory_link_cursor``: this process's, since saving an attribute each tick
+    cost more than the check; after a reload the check starts again at the first link).
 
     Returns:
         Deferred: Fires with ``checked``, ``pruned_link_ids`` and ``restored_link_ids``.
     """
     links = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
-    cursor = script.db.memory_link_cursor or 0
+    cursor = script.ndb.memory_link_cursor or 0
     batch = list(
         links.filter(id__gt=cursor)
         .order_by("id")
         .values_list("id", "memory_id", "entry_id")[: batch_size * CHECKED_PER_REPAIRED]
     )
     if not batch:
-        script.db.memory_link_cursor = 0
+        script.ndb.memory_link_cursor = 0
         return {"checked": 0, "pruned_link_ids": [], "restored_link_ids": []}
     checked = [memory_id for _, memory_id, entry_id in batch if entry_id is not None]
     missing = set((yield WORKER.call(missing_memories, checked)) if checked else ())
@@ -96,7 +97,7 @@ def repair_memory_links(script, character, batch_size):
             link.memory_id = memory_id
         with transaction.atomic():
             set_memory_ids(lost)
-    script.db.memory_link_cursor = batch[-1][0]
+    script.ndb.memory_link_cursor = batch[-1][0]
     return {
         "checked": len(batch),
         "pruned_link_ids": [link_id for link_id, _ in pruned],
