@@ -46,11 +46,14 @@ def consolidate_memories_to_semantic(script, character, batch_size):
         Deferred: Fires with ``consolidated_entry_ids``, ``memories_added``,
         ``superseded`` (link ids) and ``remaining``.
     """
-    entries = entries_to_consolidate(character, batch_size)
+    waiting = entries_to_consolidate(character, batch_size + 1)
+    entries = waiting[:batch_size]
     if not entries:
         return {"skipped": True, "reason": "no new journal entries", "consolidated_entry_ids": []}
     outcome = yield remember(character, entries)
-    return dict(outcome, remaining=count_unconsolidated(character))
+    # Counted only when more waited than the batch took (as the batch was read).
+    remaining = count_unconsolidated(character) if len(waiting) > batch_size else 0
+    return dict(outcome, remaining=remaining)
 
 
 @defer.inlineCallbacks
