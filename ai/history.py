@@ -257,7 +257,9 @@ class ConversationHistory:
         validate_message(message)
         tokens = count_message_tokens(message, self.model)
         step = _revision_step()
-        with transaction.atomic():
+        # Inside a caller's transaction, no savepoint of its own: a failed write fails the
+        # caller's whole unit (an answer and its calls' results are stored together).
+        with transaction.atomic(savepoint=False):
             claimed = self._claim_position(tokens, step)
             if claimed is None:
                 self._counter()
