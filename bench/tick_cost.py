@@ -29,8 +29,9 @@ And ``parts``: two checks of a turn at 2,000 messages, each done both ways in th
 run (the token pressure of its signals: the frame rendered again, or the tick's measure
 with history read again; the goals component of an assistant without goals: the goal tree
 read, or the kept answer), so that their ratio holds on a loaded machine. And
-``bookkeeping``: a player's line queued and taken and noted in working memory, and a model
-run noted for ``aihistory``.
+``bookkeeping``: a player's line queued and taken and noted in working memory, a model
+run noted for ``aihistory``, a message appended, an answer stored with its tool call's
+result, and a working-memory row read in plain SQL.
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
@@ -263,16 +264,44 @@ def measure_bookkeeping():
     """Return what a tick's bookkeeping writes cost, in the reactor thread: a player's line
     queued and taken (``queue_event``, ``pop_event``), noted in working memory
     (``note_conversation``), and a model run noted for ``aihistory`` (``note_run``), with
-    20 runs kept already."""
+    20 runs kept already; a message appended on its own, and an answer with a tool call
+    stored with its result in one transaction, as a turn stores them; the conversation's
+    working-memory row read (``raw_rows.select_rows``)."""
+    from django.db import transaction
+
     from ai.helpers.call_log import note_run
     from ai.helpers.working_memory import note_conversation
+    from ai.models import WorkingMemory
+    from ai.utils.raw_rows import select_rows
 
     script, player = prepared_assistant(100)
     line = event(player, 0)
     note_conversation(script.obj, line)
     for _ in range(20):
         note_run(script, "tick_event", 2, "terminal_tool")
+    call = {"id": "call_1", "type": "function", "function": {"name": "say", "arguments": "{}"}}
+    answer = {"role": "assistant", "content": "", "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": 'You say, "Yes."'}
+
+    def store_turn(_):
+        with transaction.atomic():
+            script.append_message(answer)
+            script.append_message(result)
+
+    names = ["id", "speaker_name", "turns", "started_at", "last_active", "recent"]
+    where = "db_object_id = %s AND speaker = %s"
     return {
+        "message_appended_ms": median_cpu_ms(
+            lambda index: script.append_message({"role": "user", "content": f"line {index}"}),
+            PART_REPEATS,
+            warm_up=5,
+        ),
+        "answer_and_result_stored_ms": median_cpu_ms(store_turn, PART_REPEATS, warm_up=5),
+        "working_memory_read_ms": median_cpu_ms(
+            lambda _: select_rows(WorkingMemory, names, where, [script.obj.id, player.dbref]),
+            PART_REPEATS,
+            warm_up=5,
+        ),
         "event_queued_and_taken_ms": median_cpu_ms(
             lambda _: (script.queue_event(line), script.pop_event()), PART_REPEATS, warm_up=5
         ),
