@@ -135,9 +135,8 @@ def row_to_message(row):
 def _updates_return_rows():
     """Tell whether the database returns the rows an UPDATE changed (``RETURNING``):
     PostgreSQL and SQLite from 3.35 do; MySQL does not."""
-    features = connection.features
     return connection.vendor == "postgresql" or (
-        connection.vendor == "sqlite" and features.can_return_columns_from_insert
+        connection.vendor == "sqlite" and connection.features.can_return_columns_from_insert
     )
 
 
@@ -209,8 +208,8 @@ class ConversationHistory:
 
         The counter is written before it is read (in the same statement where the database
         returns updated rows), so concurrent appends queue on the write lock instead of
-        failing on a read-then-write upgrade. Raw SQL on this hot path: the
-        ORM's query building costs ten times the query itself (see docs/benchmarks.md).
+        failing on a read-then-write upgrade. Raw SQL on this hot path: the ORM's query
+        building costs ten times the query itself (see docs/benchmarks.md).
 
         Returns:
             tuple or None: The message's position and the new revision, or None when the

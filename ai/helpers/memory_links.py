@@ -16,7 +16,7 @@ from django.utils import timezone
 from ..audience import may_hear, may_supersede
 from ..models import JournalEntry, MemoryLink
 from ..utils.markers import SUPERSEDED_MARK
-from ..utils.raw_rows import rows_by_pk, select_rows
+from ..utils.raw_rows import rows_by, select_rows
 
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
 # Journal entries that are records of the past rather than facts: never made memories.
@@ -58,12 +58,9 @@ def links_for(character, entries):
     """
     by_id = {entry.id: entry for entry in entries}  # the character's entries
     links = {}
-    if by_id:
-        marks = ", ".join(["%s"] * len(by_id))
-        for values in select_rows(MemoryLink, _LINK_FIELDS, f"entry_id IN ({marks})", [*by_id]):
-            link = MemoryLink.from_db(connection.alias, _LINK_FIELDS, values)
-            link.entry = by_id[link.entry_id]
-            links[link.entry_id] = link
+    for entry_id, values in rows_by(MemoryLink, _LINK_FIELDS, by_id, key="entry_id").items():
+        links[entry_id] = MemoryLink.from_db(connection.alias, _LINK_FIELDS, values)
+        links[entry_id].entry = by_id[entry_id]
     resumed = set(links)
     new = [
         MemoryLink(
@@ -176,8 +173,8 @@ def recalled(character, hits, audience, limit, exclude_sources=()):
     if not hits:
         return []
     links = _links_of(character, [hit[0] for hit in hits])
-    newer = rows_by_pk(MemoryLink, ["text"], {link.superseded_by for link in links.values()})
-    entries = rows_by_pk(
+    newer = rows_by(MemoryLink, ["text"], {link.superseded_by for link in links.values()})
+    entries = rows_by(
         JournalEntry,
         ["source_message_ids", "entry_id", "score"],
         {link.entry for link in links.values()},

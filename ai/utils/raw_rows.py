@@ -141,12 +141,14 @@ def _converted(row, columns, converters):
         yield value
 
 
-def rows_by_pk(model, names, pks):
-    """Return primary key -> the values of the fields ``names`` (a tuple) of the ``model``
-    rows whose primary key is one of ``pks`` (None left out)."""
-    pks = [pk for pk in pks if pk is not None]
-    if not pks:
+def rows_by(model, names, keys, key=None):
+    """Return key -> the values of the fields ``names`` (a tuple) of the ``model`` rows whose
+    field ``key`` (the primary key if None) is one of ``keys`` (None left out)."""
+    keys = [value for value in keys if value is not None]
+    if not keys:
         return {}
-    marks = ", ".join(["%s"] * len(pks))
-    pk = model._meta.pk.name
-    return {row[0]: row[1:] for row in select_rows(model, [pk, *names], f"{pk} IN ({marks})", pks)}
+    marks = ", ".join(["%s"] * len(keys))
+    key = key or model._meta.pk.name
+    column = model._meta.get_field(key).column
+    rows = select_rows(model, [key, *names], f"{column} IN ({marks})", keys)
+    return {row[0]: row[1:] for row in rows}
