@@ -11,7 +11,6 @@ from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config, select_execution_pattern
 from .tools import tools_for
 from .utils.message_format import is_summary
-from .utils.token_counter import count_tools_tokens
 
 
 @dataclass
@@ -67,7 +66,7 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
         script, character, config, model, budget=10**9, history=[], tools=schemas
     )
     parts = {key: tokens for key, tokens in frame.components.items() if tokens}
-    parts["tool schemas"] = count_tools_tokens(schemas, model)
+    parts["tool schemas"] = frame.tool_tokens
     return frame.total_tokens, parts
 
 

@@ -58,6 +58,7 @@ class AssembledPrompt:
         total_tokens (int): Tokens of the messages and the tool schemas.
         budget (int): The token budget of the call.
         components (dict): Component key -> tokens it contributed.
+        tool_tokens (int): Tokens of the tool schemas (part of ``total_tokens``).
         history_included (int): Live history messages sent.
         history_omitted (int): Live history messages left out (oldest first).
         cuts (list): One dict per shrunk or dropped part: ``component``, ``how``, ``tokens``.
@@ -67,6 +68,7 @@ class AssembledPrompt:
     total_tokens: int
     budget: int
     components: dict = field(default_factory=dict)
+    tool_tokens: int = 0
     history_included: int = 0
     history_omitted: int = 0
     cuts: list = field(default_factory=list)
@@ -278,8 +280,8 @@ def assemble_prompt(
                 "tokens": kept_message_tokens(message, model),
             }
         )
-    fixed = sum(p["tokens"] for p in parts) + count_tools_tokens(tools, model)
-    fixed += REPLY_PRIMING_TOKENS
+    tool_tokens = count_tools_tokens(tools, model)
+    fixed = sum(p["tokens"] for p in parts) + tool_tokens + REPLY_PRIMING_TOKENS
     if fixed > budget:
         excess = _shrink(parts, fixed - budget, model, cuts)
         fixed = budget + max(excess, 0)
@@ -319,6 +321,7 @@ def assemble_prompt(
         total_tokens=fixed + history_tokens,
         budget=budget,
         components=components,
+        tool_tokens=tool_tokens,
         history_included=len(chosen),
         history_omitted=omitted,
         cuts=cuts,

@@ -88,11 +88,34 @@ def setup_evennia(postgres=None):
 
     django.setup()
     call_command("migrate", verbosity=0)
+    if not postgres:
+        apply_sqlite_pragmas()
 
     import evennia
 
     evennia._init()
     return db_path
+
+
+def apply_sqlite_pragmas():
+    """Run ``SQLITE3_PRAGMAS`` on the connection, as Evennia's server does on its own at
+    start (``synchronous=OFF`` among them): a benchmark times the database a game runs."""
+    from django.conf import settings
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for pragma in settings.SQLITE3_PRAGMAS:
+            cursor.execute(pragma)
+
+
+def set_journal_mode(mode):
+    """Set the SQLite database's journal mode (``delete``, Evennia's default, or ``wal``);
+    return the mode in effect, which SQLite leaves unchanged when it cannot switch."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA journal_mode={mode}")
+        return cursor.fetchone()[0]
 
 
 def new_assistant(key="Helper"):

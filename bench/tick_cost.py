@@ -31,12 +31,14 @@ with history read again; the goals component of an assistant without goals: the 
 read, or the kept answer), so that their ratio holds on a loaded machine. And
 ``bookkeeping``: a player's line queued and taken and noted in working memory, a model
 run noted for ``aihistory``, a message appended, an answer stored with its tool call's
-result, and a working-memory row read in plain SQL.
+result, and a working-memory row read in plain SQL. And ``journal``: the conversation tick
+at 2,000 messages under SQLite's rollback journal (Evennia's default) and under WAL, in
+turns (the benchmarks' database runs Evennia's ``SQLITE3_PRAGMAS``, as a server's does).
 
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
 bench/tick_cost.py idle`` measures one part (``conversation``, ``summarized``, ``idle``,
-``reflection``, ``autonomous``, ``parts``, ``bookkeeping``).
+``reflection``, ``autonomous``, ``parts``, ``bookkeeping``, ``journal``).
 """
 
 import json
@@ -44,7 +46,7 @@ import statistics
 import sys
 import time
 
-from bench_env import median_cpu_ms, new_assistant, setup_evennia
+from bench_env import median_cpu_ms, new_assistant, set_journal_mode, setup_evennia
 from compaction import MODEL, fill_history, history_rows
 from play import run_in_reactor
 from twisted.internet import defer
@@ -58,6 +60,9 @@ TARGET_SCALING = 1.5
 IDLE_HISTORY = 2000
 # Timed runs of each check that ``parts`` compares.
 PART_REPEATS = 50
+# The journal modes ``journal`` compares, and how many times each is measured in turn.
+JOURNAL_MODES = ("delete", "wal")
+JOURNAL_ROUNDS = 3
 # What the quality gate kept of players' words in the summary of ``summarized``.
 KEPT_STATEMENTS = (
     'Alice: "The lantern oil costs 4 copper a flask."',
@@ -260,6 +265,33 @@ def measure_parts():
     return {"history": IDLE_HISTORY, **timed}
 
 
+@defer.inlineCallbacks
+def measure_journal_modes():
+    """Return the conversation tick at ``IDLE_HISTORY`` messages under SQLite's rollback
+    journal (``delete``, Evennia's default) and under ``wal``, one assistant, the modes in
+    turns ``JOURNAL_ROUNDS`` times, so that their ratio holds on a loaded machine."""
+    script, player = prepared_assistant(IDLE_HISTORY)
+    times, index = {}, 0
+    for _ in range(JOURNAL_ROUNDS):
+        for mode in JOURNAL_MODES:
+            if set_journal_mode(mode) != mode:
+                return {"error": f"SQLite would not switch to journal_mode={mode}"}
+            taken = []
+            for _ in range(WARM_UP + TICKS):
+                script.queue_event(event(player, index))
+                index += 1
+                _, took = yield timed_tick(script)
+                taken.append(took)
+            times.setdefault(mode, []).append(summary(taken)["tick_ms_median"])
+    set_journal_mode(JOURNAL_MODES[0])
+    medians = {mode: statistics.median(runs) for mode, runs in times.items()}
+    return {
+        "history": IDLE_HISTORY,
+        "tick_ms_median_per_round": times,
+        "wal_over_delete": round(medians["wal"] / medians["delete"], 2),
+    }
+
+
 def measure_bookkeeping():
     """Return what a tick's bookkeeping writes cost, in the reactor thread: a player's line
     queued and taken (``queue_event``, ``pop_event``), noted in working memory
@@ -334,6 +366,8 @@ def measure_all(parts):
         report["parts"] = measure_parts()
     if "bookkeeping" in parts:
         report["bookkeeping"] = measure_bookkeeping()
+    if "journal" in parts:
+        report["journal"] = yield measure_journal_modes()
     return report
 
 
@@ -363,6 +397,8 @@ def main(parts):
         report["turn_checks"] = measured["parts"]
     if "bookkeeping" in measured:
         report["bookkeeping"] = measured["bookkeeping"]
+    if "journal" in measured:
+        report["journal_modes"] = measured["journal"]
     print(json.dumps(report, indent=2))
 
 
@@ -377,5 +413,6 @@ if __name__ == "__main__":
             "autonomous",
             "parts",
             "bookkeeping",
+            "journal",
         )
     )

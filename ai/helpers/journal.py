@@ -316,13 +316,14 @@ def _sharing_words(character, wanted, include_archived):
     are any (the scoring still counts every shared word); else from the rarest word alone,
     newest entries first. Archived entries are counted and returned only when included.
     """
-    words = JournalWord.objects.filter(db_object_id=character.id)
-    if not include_archived:
-        words = words.filter(entry__archived=False)
     # Holders are counted only as far as tells whether a word is common.
     held = _holders(character, sorted(wanted), include_archived, _COMMON_WORD + 1)
     if not held:
         return []
+    # Built only now: a query's building costs more than the plain read above.
+    words = JournalWord.objects.filter(db_object_id=character.id)
+    if not include_archived:
+        words = words.filter(entry__archived=False)
     telling = [word for word, (count, _) in held.items() if count <= _COMMON_WORD]
     if not telling:
         rarest = words.filter(word=_rarest(character, held, include_archived))
@@ -372,6 +373,13 @@ def _holders(character, words, include_archived, cap=None):
         return {word: (count, oldest) for word, count, oldest in cursor.fetchall() if count}
 
 
+def _searched(character, include_archived):
+    """Return the journal rows :func:`search_entries` searches (the archived ones too if
+    ``include_archived``)."""
+    rows = JournalEntry.objects.filter(db_object_id=character.id)
+    return rows if include_archived else rows.filter(archived=False)
+
+
 def search_entries(
     character, query=None, limit=5, exclude_sources=(), audience=None, include_archived=False
 ):
@@ -392,21 +400,20 @@ def search_entries(
     Returns:
         list: The entries.
     """
-    rows = JournalEntry.objects.filter(db_object_id=character.id)
-    if not include_archived:
-        rows = rows.filter(archived=False)
     if query and query.strip():
         wanted = shared_words(query)
         ids = set(_sharing_words(character, wanted, include_archived))
         if len(query.split()) <= _SUBSTRING_WORDS:
             # A short query may be part of a word ("DAWN" in "Dawnbringer"): scan for it.
-            by_text = rows.filter(content__icontains=query.strip()).order_by("-id")
-            ids.update(by_text.values_list("id", flat=True)[:_CANDIDATES])
+            by_text = _searched(character, include_archived).filter(
+                content__icontains=query.strip()
+            )
+            ids.update(by_text.order_by("-id").values_list("id", flat=True)[:_CANDIDATES])
         if not ids:
-            return []
-        candidates = rows.filter(id__in=ids)
+            return []  # before any query is built: a tick recalls for every line heard
+        candidates = _searched(character, include_archived).filter(id__in=ids)
     else:
-        candidates = rows.order_by("-id")
+        candidates = _searched(character, include_archived).order_by("-id")
     excluded = set(exclude_sources)
     ranked = []
     # The columns scoring reads, not whole rows: building a model costs more than its query.
