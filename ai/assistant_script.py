@@ -5,6 +5,7 @@ the Deferred that ``at_repeat`` returns, so the busy guard is ours: a tick that 
 start while the previous one is still running is skipped and counted.
 """
 
+from django.db import transaction
 from django.utils import timezone
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
@@ -357,17 +358,18 @@ class AssistantScript(DefaultScript):
             pursued = yield pursue_goals(self, character, config)
             return dict(pursued or {"status": "idle"}, mode="awake", emergency=emergency)
         self.ndb.idle_ticks = 0
-        stored = self.append_message(
-            {
-                "role": "user",
-                "content": render_event(event),
-                "metadata": with_audience(
-                    {"event": event.get("type"), "speaker": event.get("speaker")},
-                    event_audience(event),
-                ),
-            }
-        )
-        note_conversation(character, event, config["working_memory_ttl"])
+        with transaction.atomic():  # the line heard and its note in working memory: one commit
+            stored = self.append_message(
+                {
+                    "role": "user",
+                    "content": render_event(event),
+                    "metadata": with_audience(
+                        {"event": event.get("type"), "speaker": event.get("speaker")},
+                        event_audience(event),
+                    ),
+                }
+            )
+            note_conversation(character, event, config["working_memory_ttl"])
         event = dict(event, in_history=True, message_id=stored["id"])
         assessment = yield self.assess(event, config)
         loop = yield run_react_loop(

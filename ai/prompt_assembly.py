@@ -247,9 +247,8 @@ def assemble_prompt(
     Returns:
         AssembledPrompt: The messages and what was cut to fit.
     """
-    live_ids = {message["id"] for message in history if "id" in message}
     state = PromptState(
-        script, character, config, event, tool_result, list(memories), live_ids, audience
+        script, character, config, event, tool_result, list(memories), history, audience
     )
     enabled = set(config.enabled_components)
     with_history = includes(config, COMPONENT_CONVERSATION_HISTORY)

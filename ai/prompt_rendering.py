@@ -1,6 +1,7 @@
 """The text of each static prompt component, rendered from live game state."""
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.utils import timezone
 
@@ -33,7 +34,7 @@ class PromptState:
         event (dict): The pending event, if any.
         tool_result (str): The previous tool's outcome, if any.
         memories (list): Recalled long-term facts, if any.
-        live_ids (set): Ids of the history messages this call sends.
+        history (list): The history messages this call may send.
         audience (list or None): Who hears what the model says (see ``ai.audience``);
             journal entries and observations kept for others are not rendered.
     """
@@ -44,8 +45,14 @@ class PromptState:
     event: dict | None = None
     tool_result: str | None = None
     memories: list = field(default_factory=list)
-    live_ids: set = field(default_factory=set)
+    history: list = field(default_factory=list)
     audience: list | None = None
+
+    @cached_property
+    def live_ids(self):
+        """The ids of ``history``'s messages: worked out only by a component that reads
+        them (the recall, once a run), not on every call of a long history."""
+        return {message["id"] for message in self.history if "id" in message}
 
     def fields(self):
         """Return the values that component templates may use as ``{placeholders}``."""

@@ -43,7 +43,7 @@ def note_conversation(character, event, ttl=None):
         "audience": event_audience(event),
     }
     locking = connection.ops.for_update_sql() if connection.features.has_select_for_update else ""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside a turn's, no savepoint of its own
         found = select_rows(
             WorkingMemory,
             ["id", "speaker_name", "turns", "started_at", "last_active", "recent"],

@@ -2,6 +2,8 @@
 
 from unittest.mock import patch
 
+from django.db import DatabaseError
+
 from ai.utils.markers import RESTORED_HEADER, SAID_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
 
 from .support import AssistantTestCase
@@ -30,6 +32,22 @@ class TestFullTick(AssistantTestCase):
         self.char2.execute_cmd("say What is the sword of Char called?")
         result = self.tick()
         self.assertIn("Char told me: My sword is called Dawnbringer.", result["reply"])
+
+    def test_a_line_whose_note_cannot_be_written_is_not_stored_either(self):
+        # The line heard and its note in working memory are one unit: history never holds
+        # a line that the tick failing right after it left unanswered and unnoted.
+        self.hear("My sword is called Dawnbringer.")
+        with patch(
+            "ai.assistant_script.note_conversation", side_effect=DatabaseError("disk I/O error")
+        ):
+            result = self.tick()
+        self.assertEqual(result["status"], "error")
+        self.assertIn("disk I/O error", result["error"])
+        self.assertEqual(self.script.conversation_history, [])
+        self.assertEqual(len(self.script.history), 0)
+        self.hear("What is my sword called?")
+        self.assertEqual(self.tick()["status"], "replied")
+        self.assertEqual(len(self.script.conversation_history), 3)
 
     def test_no_event_is_an_idle_tick(self):
         self.assertEqual(self.tick()["status"], "idle")
