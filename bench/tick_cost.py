@@ -128,21 +128,10 @@ def measure(size, summarized=False):
 
     llm_interaction._complete = counting
     try:
-        times = []
-        for index in range(WARM_UP + TICKS):
-            script.queue_event(event(player, index))
-            started = time.thread_time()
-            yield script.at_repeat()
-            times.append((time.thread_time() - started) * 1000)
+        times = yield heard_ticks(script, player)
     finally:
         llm_interaction._complete = original
-    measured = sorted(times[WARM_UP:])
-    return {
-        "history": size,
-        "tick_ms_median": round(statistics.median(measured), 1),
-        "tick_ms_p90": round(measured[int(len(measured) * 0.9) - 1], 1),
-        "messages_sent_median": statistics.median(sent),
-    }
+    return {"history": size, **summary(times), "messages_sent_median": statistics.median(sent)}
 
 
 def summary(times):
@@ -160,6 +149,18 @@ def timed_tick(script):
     started = time.thread_time()
     result = yield script.at_repeat()
     return result, (time.thread_time() - started) * 1000
+
+
+@defer.inlineCallbacks
+def heard_ticks(script, player, first=0):
+    """Run ``WARM_UP + TICKS`` awake ticks, each on the player's next line (numbered from
+    ``first``); return each tick's reactor CPU milliseconds."""
+    times = []
+    for index in range(first, first + WARM_UP + TICKS):
+        script.queue_event(event(player, index))
+        _, took = yield timed_tick(script)
+        times.append(took)
+    return times
 
 
 @defer.inlineCallbacks
@@ -271,17 +272,13 @@ def measure_journal_modes():
     journal (``delete``, Evennia's default) and under ``wal``, one assistant, the modes in
     turns ``JOURNAL_ROUNDS`` times, so that their ratio holds on a loaded machine."""
     script, player = prepared_assistant(IDLE_HISTORY)
-    times, index = {}, 0
+    times, first = {}, 0
     for _ in range(JOURNAL_ROUNDS):
         for mode in JOURNAL_MODES:
             if set_journal_mode(mode) != mode:
                 return {"error": f"SQLite would not switch to journal_mode={mode}"}
-            taken = []
-            for _ in range(WARM_UP + TICKS):
-                script.queue_event(event(player, index))
-                index += 1
-                _, took = yield timed_tick(script)
-                taken.append(took)
+            taken = yield heard_ticks(script, player, first)
+            first += len(taken)
             times.setdefault(mode, []).append(summary(taken)["tick_ms_median"])
     set_journal_mode(JOURNAL_MODES[0])
     medians = {mode: statistics.median(runs) for mode, runs in times.items()}

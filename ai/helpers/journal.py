@@ -410,7 +410,7 @@ def search_entries(
             )
             ids.update(by_text.order_by("-id").values_list("id", flat=True)[:_CANDIDATES])
         if not ids:
-            return []  # before any query is built: a tick recalls for every line heard
+            return []  # a line of more words builds no ORM query: a tick recalls for each
         candidates = _searched(character, include_archived).filter(id__in=ids)
     else:
         candidates = _searched(character, include_archived).order_by("-id")
