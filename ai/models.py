@@ -34,11 +34,16 @@ class ConversationMessage(models.Model):
     token_count = models.PositiveIntegerField(help_text="Tokens this message costs when sent.")
     created_at = models.DateTimeField(default=timezone.now)
     is_live = models.BooleanField(default=True)
+    # No constraint in the database: checked row by row, it doubled a compaction's one
+    # archiving UPDATE (15,000 rows: about 50 ms more on SQLite). Only the history store
+    # writes the link, to a summary it stored in the same transaction; deleting a summary
+    # through Django still clears it (SET_NULL is Django's, not the database's).
     replaced_by = models.ForeignKey(
         "self",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
+        db_constraint=False,
         related_name="replaced",
         help_text="The summary that replaced this message when it was compacted.",
     )

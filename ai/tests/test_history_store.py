@@ -355,6 +355,16 @@ class TestReplaceWithSummary(AssistantTestCase):
         )
         self.assertEqual(self.history.archived_by(summary["id"]), before[:4])
 
+    def test_deleting_a_summary_leaves_no_link_to_it(self):
+        # The link has no constraint in the database (a compaction's archiving would pay
+        # for it row by row): Django clears it.
+        before = self.history.messages()
+        (summary,) = self.history.replace_with_summaries(before[:4], [(self.SUMMARY, before[:4])])
+        ConversationMessage.objects.filter(id=summary["id"]).delete()
+        self.assertEqual(self.history.archived_by(summary["id"]), [])
+        archived = ConversationMessage.objects.filter(is_live=False)
+        self.assertEqual([row.replaced_by_id for row in archived], [None] * 4)
+
     def test_two_summaries_each_link_the_messages_they_replace(self):
         before = self.history.messages()
         odd, even = before[0:4:2], before[1:4:2]
