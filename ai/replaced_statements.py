@@ -12,6 +12,7 @@ once and kept between calls, so a call reads only the messages said since the la
 """
 
 from functools import lru_cache
+from itertools import repeat
 from operator import is_
 
 from .utils.facts import LaterStatements, statement_replaces
@@ -31,16 +32,15 @@ _FILED = {}
 def without_replaced(messages):
     """Return ``messages`` with each summary's kept statements that a later message replaces
     left out (the changed messages are copies)."""
-    # Only a system message can be a summary: the others are passed over in the loop.
-    said = [_kept_statements(m) if m.get("role") == "system" else () for m in messages]
-    if not any(said):
+    said = _summaries_kept(messages)
+    if not said:
         return messages
-    last = max(index for index, kept in enumerate(said) if kept)
+    last = max(said)
     newest = _newest_statements(messages[last + 1 :])  # what every summary is compared with
     result = list(messages)
     later = LaterStatements(_replaces)  # of the messages between the one read and those
     for index in range(last, -1, -1):
-        kept = said[index]
+        kept = said.get(index)
         if not kept:
             later.add(_player_sentences(messages[index]))
             continue
@@ -50,9 +50,27 @@ def without_replaced(messages):
             if newest.replace(statement) or later.replace(statement)
         }
         if stale:
-            result[index] = dict(messages[index], content=_without(messages[index], stale))
+            # Still a stored message, which keeps its own sendable part (the prompt sends
+            # the parts of stored messages without a step each: ai.utils.message_format).
+            result[index] = StoredMessage(messages[index], content=_without(messages[index], stale))
         later.add(statement for _, statement in kept)
     return result
+
+
+def _summaries_kept(messages):
+    """Return ``{index: kept statements}`` of the summaries in ``messages`` that kept any."""
+    # Only a system message can be a summary, and a history holds few: found by the list's
+    # own search, not a Python step a message (thousands, on every call).
+    roles, said, start = list(map(dict.get, messages, repeat("role"))), {}, 0
+    while True:
+        try:
+            index = roles.index("system", start)
+        except ValueError:
+            return said
+        kept = _kept_statements(messages[index])
+        if kept:
+            said[index] = kept
+        start = index + 1
 
 
 class _Filed:

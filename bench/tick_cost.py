@@ -59,7 +59,7 @@ TARGET_MS_AT_2000 = 10
 TARGET_SCALING = 1.5
 IDLE_HISTORY = 2000
 # Timed runs of each check that ``parts`` compares.
-PART_REPEATS = 50
+PART_REPEATS = 200
 # The journal modes ``journal`` compares, and how many times each is measured in turn.
 JOURNAL_MODES = ("delete", "wal")
 JOURNAL_ROUNDS = 3
@@ -246,17 +246,22 @@ def measure_parts():
     its signals' token pressure (the frame rendered again, or the tick's measure with
     history read again) and the goals component without a goal (the tree, or the kept
     answer); and, once per call of a summarized history, its kept statements checked
-    against what was said after them (``summarized``)."""
+    against what was said after them (``summarized``), and what a call sends of the held
+    history made of it, with a summary first and without one."""
     from ai.context_usage import measure_context, with_history_now
     from ai.helpers.goals import goal_tree, has_active_goals
     from ai.replaced_statements import without_replaced
+    from ai.utils.message_format import sendable_messages
 
     script, _ = prepared_assistant(IDLE_HISTORY)
     character = script.obj
     measured = measure_context(script, character)
+    history = list(script.conversation_history)
     summarized = list(prepared_assistant(IDLE_HISTORY, summarized=True)[0].conversation_history)
     checks = {
         "kept_statements_checked_ms": lambda _: without_replaced(summarized),
+        "history_sent_ms": lambda _: sendable_messages(without_replaced(history)),
+        "summarized_history_sent_ms": lambda _: sendable_messages(without_replaced(summarized)),
         "pressure_frame_rendered_again_ms": lambda _: measure_context(script, character),
         "pressure_history_read_again_ms": lambda _: with_history_now(script, measured),
         "goals_tree_read_ms": lambda _: goal_tree(character, None),

@@ -28,7 +28,12 @@ from ai.sleep.quality_gate import repaired_summary
 from ai.utils.faithfulness import examples_of
 from ai.utils.grounding import PLACEHOLDER
 from ai.utils.markers import EARLIER_HEADER, SAID_HEADER, SUMMARY_MARKER
-from ai.utils.message_format import StoredMessage, is_summary, summary_text
+from ai.utils.message_format import (
+    StoredMessage,
+    is_summary,
+    sendable_messages,
+    summary_text,
+)
 
 from .support import ScriptedLLM, wait_for
 from .test_assistant_runs import RunsTestCase
@@ -641,3 +646,22 @@ class TestKeptStatementsLeftOut(TestCase):
         own = {"role": "user", "content": 'Bo says, "The gate code is 5120."'}
         self.assertNotIn("4417", without_replaced([summary, talk, other, own])[0]["content"])
         self.assertIn("4417", without_replaced([summary, talk, other])[0]["content"])
+
+    def test_what_is_sent_is_the_summary_without_the_replaced_statement(self):
+        # The summary's sendable part was kept by an earlier call: what is sent now is the
+        # changed copy's, and each message after it is sent without its metadata.
+        summary = StoredMessage(role="system", content=self.KEPT, metadata={"type": "compaction"})
+        self.assertIn("4417", summary.sendable_part()["content"])
+        change = StoredMessage(role="user", content='Bo says, "The gate code is 5120."')
+        own = {"role": "assistant", "content": "Noted.", "metadata": {"speaks": True}}
+        sent = sendable_messages(without_replaced([summary, change, own]))
+        self.assertNotIn("4417", sent[0]["content"])
+        self.assertIn("noon", sent[0]["content"])
+        self.assertEqual(
+            sent[1:],
+            [
+                {"role": "user", "content": 'Bo says, "The gate code is 5120."'},
+                {"role": "assistant", "content": "Noted."},
+            ],
+        )
+        self.assertIs(sendable_messages([change, summary])[0], change.sendable_part())

@@ -10,6 +10,7 @@ line of a prompt that looks like a summary, a role or an instruction.
 
 import json
 import re
+from operator import attrgetter
 
 from .markers import GATE_HEADERS, NOTES_HEADER, SUMMARY_MARKER, SUMMARY_PREAMBLE
 from .sentences import LIST_MARK
@@ -151,6 +152,9 @@ class StoredMessage(dict):
         return dict(self.sendable_part())
 
 
+_KEPT_PART = attrgetter("_sent")  # a StoredMessage's part, once it was worked out
+
+
 class SendableMessages(list):
     """Messages a chat API accepts as they are (an assembled prompt's), never to be changed:
     a stored message's is the part it keeps. :func:`provider_copy` copies them without
@@ -169,12 +173,30 @@ def sendable(message):
 
 
 def sendable_messages(messages):
-    """Return the sendable part of each of ``messages`` as :class:`SendableMessages`: a
-    stored message's kept part (sent as a copy: :func:`provider_copy`), another's new."""
-    return SendableMessages(
-        message.sendable_part() if isinstance(message, StoredMessage) else sendable(message)
-        for message in messages
-    )
+    """Return the sendable part of each of ``messages`` (a list) as
+    :class:`SendableMessages`: a stored message's kept part (sent as a copy:
+    :func:`provider_copy`), another's new."""
+    parts, rest = SendableMessages(), iter(messages)
+    while True:
+        try:
+            # A prompt's history is stored messages whose parts are kept: taken with no
+            # Python step a message (thousands, on every call).
+            parts.extend(map(_KEPT_PART, rest))
+            return parts
+        except AttributeError:
+            message = messages[len(parts)]  # the first whose part is not kept
+        parts.append(_part_of(message))  # a stored one's worked out now, and kept
+        if not isinstance(message, StoredMessage):
+            # Not stored: a loop's own messages, which come last, and what follows them.
+            parts.extend(map(_part_of, rest))
+            return parts
+
+
+def _part_of(message):
+    """Return a stored message's kept part, another's new."""
+    if isinstance(message, StoredMessage):
+        return message.sendable_part()
+    return _sendable_part(message)
 
 
 def payload_of(messages):
