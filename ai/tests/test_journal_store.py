@@ -59,6 +59,17 @@ class TestJournalTable(AssistantTestCase):
         self.assertEqual(len(search_entries(self.assistant, "arms")), 1)
         self.assertEqual(search_entries(self.assistant, "dragons"), [])
 
+    def test_words_of_any_script_are_found_as_they_were_written(self):
+        # A word is stored as written (the words go to the database in one parameter).
+        add_entry(
+            self.assistant, "Zoë keeps the café by the 𝐀𝐁𝐂 sign; 東京都 is far.", "conversation"
+        )
+        add_entry(self.assistant, "Nothing here but the ferry.", "conversation")
+        for word in ("zoë", "café", "東京都", "𝐀𝐁𝐂"):
+            with self.subTest(word=word):
+                (found,) = search_entries(self.assistant, f"where is {word} now please")
+                self.assertIn("café", found["content"])
+
     def test_a_rare_word_is_found_among_many_entries_sharing_a_common_one(self):
         for number in range(510):  # more than a word may hold to find candidates by
             add_entry(self.assistant, f"Guard {number} stands at the north gate.", "conversation")
