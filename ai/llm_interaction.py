@@ -8,6 +8,7 @@ missing or refused key, or a refused option, is told once and not tried again un
 configuration changes (``ai.model_refusals``).
 """
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -249,7 +250,7 @@ def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache
     if tools and tools_as_text:
         messages = with_tools_described(messages, tools)
     elif tools:
-        kwargs["tools"] = tools
+        kwargs["tools"] = copy.deepcopy(tools)  # the tools' own schemas (Tool.schema): a copy
     response = litellm.completion(
         model=model, messages=messages, timeout=timeout, num_retries=0, **kwargs
     )
@@ -270,7 +271,8 @@ def _complete(model, messages, tools, timeout, extra, tools_as_text=False, cache
         result.tools_offered = "text" if tools_as_text else "native"
     if needs_calibration(model):
         result.counted_prompt_tokens = REPLY_PRIMING_TOKENS
-        result.counted_prompt_tokens += count_tools_tokens(kwargs.get("tools"), model)
+        # The schemas themselves, whose text is kept (the copy sent is the same JSON).
+        result.counted_prompt_tokens += count_tools_tokens(None if tools_as_text else tools, model)
         result.counted_prompt_tokens += sum(count_message_tokens(m, model) for m in messages)
     return result
 

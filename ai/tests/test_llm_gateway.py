@@ -239,3 +239,24 @@ class TestWhatIsSent(AssistantTestCase):
         sent = [message["content"] for message in self.llm.calls[0]]
         self.assertNotIn("tampered", sent)
         self.assertIn('Char says, "The ferry leaves at dawn."', sent)
+
+    def test_what_a_provider_does_to_the_tools_never_reaches_a_later_call(self):
+        # The tools' schemas are made once and offered call after call: a client that
+        # changes them in place changes only its own copy.
+        import litellm
+
+        complete = litellm.completion
+
+        def tampering(*args, tools=None, **kwargs):
+            for tool in tools or ():
+                tool["function"]["description"] = "tampered"
+                tool["function"]["parameters"]["properties"].clear()
+            return complete(*args, tools=tools, **kwargs)
+
+        with patch.object(litellm, "completion", tampering):
+            self.tick_on("Noted.", text="The ferry leaves at dawn.")
+        self.tick_on("Good morning.", text="And the cart at noon.")
+        offered = self.llm.requests[-1]["tools"]
+        say = next(tool["function"] for tool in offered if tool["function"]["name"] == "say")
+        self.assertNotEqual(say["description"], "tampered")
+        self.assertIn("message", say["parameters"]["properties"])

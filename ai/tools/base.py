@@ -59,6 +59,7 @@ class Tool:
     handler: Callable
     context_parameters: dict = field(default_factory=dict)
     check: Callable | None = None
+    _schemas: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not _NAME.match(self.name or ""):
@@ -80,12 +81,20 @@ class Tool:
     def schema(self, context_type=None):
         """Return the tool in the OpenAI ``tools`` format, as offered in ``context_type``: its
         parameters without the limits that only validation needs (see ``SENT_KEYWORDS``),
-        nor those of ``context_parameters`` that this context is not offered."""
+        nor those of ``context_parameters`` that this context is not offered.
+
+        Made once a context and the same object returned after, never to be changed (the
+        thread that calls the provider sends a copy), so that its count is kept too.
+        """
+        try:
+            return self._schemas[context_type]
+        except KeyError:
+            pass
         parameters = _sent_schema(self.parameters)
         for name, contexts in self.context_parameters.items():
             if context_type not in contexts:
                 parameters["properties"].pop(name, None)
-        return {
+        made = {
             "type": "function",
             "function": {
                 "name": self.name,
@@ -93,6 +102,8 @@ class Tool:
                 "parameters": parameters,
             },
         }
+        self._schemas[context_type] = made
+        return made
 
     @property
     def is_terminal(self):

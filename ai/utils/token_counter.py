@@ -20,6 +20,7 @@ import json
 import math
 import os
 from functools import lru_cache
+from operator import is_
 
 # Overheads of OpenAI's chat format (the cookbook's figures for current models).
 TOKENS_PER_MESSAGE = 3
@@ -35,6 +36,9 @@ KEPT_MESSAGES = 20000
 
 # Model -> factor applied to the estimating tiers' counts (set by ai.token_calibration).
 _calibration = {}
+# The JSON texts of the tool sets offered lately (a set a context, about), by their objects.
+_TOOL_SETS_KEPT = 64
+_TOOLS_TEXTS = {}
 
 
 def _bundled_tokenizer_dir():
@@ -253,14 +257,28 @@ def count_tools_tokens(tools, model):
     """Count the JSON tool schemas offered to the model (they are sent with every call).
 
     The same schemas are offered call after call: their count is kept per text and model
-    (the calibration, which may change, is applied after).
+    (the calibration, which may change, is applied after), and their text as long as the
+    same schema objects are offered (a tool's, never changed: ``Tool.schema``).
     """
     if not tools:
         return 0
-    text = json.dumps(tools, sort_keys=True)
+    text = _tools_text(tools)
     if _encoding_for(model) is not None:
         return _exact_count(text, model)
     return count_tokens(text, model)
+
+
+def _tools_text(tools):
+    """Return the JSON text of ``tools``, kept while the very same schema objects come."""
+    key = tuple(map(id, tools))
+    kept = _TOOLS_TEXTS.get(key)
+    if kept is not None and all(map(is_, kept[0], tools)):
+        return kept[1]
+    text = json.dumps(tools, sort_keys=True)
+    if len(_TOOLS_TEXTS) >= _TOOL_SETS_KEPT:
+        _TOOLS_TEXTS.clear()  # one step, whichever thread counts (model calls count too)
+    _TOOLS_TEXTS[key] = (list(tools), text)  # the objects held, so that no other takes an id
+    return text
 
 
 @lru_cache(maxsize=64)
