@@ -257,7 +257,8 @@ def write_entry(character, text, entry_id=None, source_message_ids=(), audience=
         )
         # Plain SQL, one statement: a compaction's synthesis may hold thousands of words,
         # for which the ORM's bulk_create spent half a second of the reactor's time, and a
-        # statement a word three times what one statement costs. Ids and words (no NUL in \w+) go as they are.
+        # statement a word three times what one statement costs. Ids and words (no NUL in
+        # \w+) go to the database as they are.
         insert_column(
             JournalWord, {"entry_id": row.id, "db_object_id": character.id}, "word", text.words
         )
