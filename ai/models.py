@@ -36,8 +36,9 @@ class ConversationMessage(models.Model):
     is_live = models.BooleanField(default=True)
     # No constraint in the database: checked row by row, it doubled a compaction's one
     # archiving UPDATE (15,000 rows: about 50 ms more on SQLite). Only the history store
-    # writes the link, to a summary it stored in the same transaction; deleting a summary
-    # through Django still clears it (SET_NULL is Django's, not the database's).
+    # writes the link, to a message it stored in the same transaction (a summary, or the
+    # result a sub-agent's archived work stands under); deleting one through Django still
+    # clears it (SET_NULL is Django's, not the database's).
     replaced_by = models.ForeignKey(
         "self",
         null=True,

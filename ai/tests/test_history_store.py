@@ -1,7 +1,9 @@
 """The history table: order, validation at the door, O(1) appends and totals."""
 
+import importlib
 import random
-from unittest import TestCase
+from types import SimpleNamespace
+from unittest import TestCase, skipUnless
 from unittest.mock import patch
 
 from django.db import connection
@@ -18,6 +20,7 @@ from .support import AssistantTestCase, make_assistant, wait_for
 from .test_token_counter import TOOL_CALL_MESSAGE
 
 MODEL = "offline/assistant"
+LINK_MIGRATION = importlib.import_module("ai.migrations.0023_replaced_by_without_constraint")
 
 
 class TestHistoryStore(AssistantTestCase):
@@ -328,6 +331,27 @@ class TestNewestOutline(AssistantTestCase):
             self.script.append_message({"role": "tool", "tool_call_id": "call_1", "content": "x"})
         small = self.script.conversation_history[-1]["token_count"]
         self.assert_outline_of_newest(self.script.history.newest_outline(100 * small, 10), 0, 0)
+
+
+class TestIdsAfterTheLinkMigration(AssistantTestCase):
+    @skipUnless(connection.vendor == "sqlite", "SQLite rebuilds the table; others alter it")
+    def test_a_new_message_never_takes_the_id_of_one_deleted_before_the_rebuild(self):
+        # Migration 0023 rebuilds the table on SQLite, and a copy of its rows would restart
+        # the ids at the highest left: journal entries still name the deleted ones.
+        for index in range(3):
+            self.script.append_message({"role": "user", "content": f'Char says, "{index}"'})
+        newest = ConversationMessage.objects.order_by("-id").first().id
+        editor = SimpleNamespace(connection=connection)
+        ConversationMessage.objects.filter(id=newest).delete()
+        LINK_MIGRATION.remember_sequence(None, editor)
+        with connection.cursor() as cursor:  # what the rebuild does to the sequence
+            cursor.execute(
+                "UPDATE sqlite_sequence SET seq = %s WHERE name = %s",
+                [newest - 1, ConversationMessage._meta.db_table],
+            )
+        LINK_MIGRATION.restore_sequence(None, editor)
+        self.script.append_message({"role": "user", "content": 'Char says, "later"'})
+        self.assertGreater(self.script.history.messages()[-1]["id"], newest)
 
 
 class TestReplaceWithSummary(AssistantTestCase):

@@ -173,9 +173,10 @@ def sendable(message):
 
 
 def sendable_messages(messages):
-    """Return the sendable part of each of ``messages`` (a list) as
-    :class:`SendableMessages`: a stored message's kept part (sent as a copy:
-    :func:`provider_copy`), another's new."""
+    """Return the sendable part of each of ``messages`` as :class:`SendableMessages`: a
+    stored message's kept part (sent as a copy: :func:`provider_copy`), another's new."""
+    if not isinstance(messages, (list, tuple)):
+        messages = list(messages)  # read by position below
     parts, rest = SendableMessages(), iter(messages)
     while True:
         try:

@@ -8,6 +8,7 @@ exception, ``insert_column``, takes only values the database stores as they are.
 """
 
 import json
+import re
 from functools import lru_cache
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -59,7 +60,9 @@ def insert_column(model, fixed, name, values):
             sent = json.dumps(values, ensure_ascii=False)
             cursor.execute(f"{insert} SELECT {each}value FROM json_each(%s)", [*given, sent])
         elif connection.vendor == "postgresql":
-            array = f"{meta.get_field(name).db_type(connection)}[]"
+            # The column's type without its length: a cast would cut a longer value, where
+            # the insert refuses it, as a row's own insert does.
+            array = re.sub(r"\(\d+\)$", "", meta.get_field(name).db_type(connection)) + "[]"
             cursor.execute(
                 f"{insert} SELECT {each}value FROM unnest(%s::{array}) AS value", [*given, values]
             )
