@@ -337,8 +337,8 @@ class AssistantScript(DefaultScript):
         """Compact first if the context is nearly full, then handle the next pending event;
         with none, reflect if a reflection is due, else pursue the goals (``ai.autonomy``).
 
-        The context is measured once (its frame rendered): the turn's signals reuse that
-        measure unless a compaction changed the history."""
+        The context is measured once: the turn's signals reuse that measure unless a
+        compaction changed the history."""
         usage = self.context_usage() if config["compact_enabled"] else None
         emergency = yield self.emergency_compaction(character, config, usage)
         event = self.pop_event()

@@ -1,11 +1,14 @@
 """How full the assistant's context is: the tokens the next awake call would send.
 
 History's share comes from the store's running total (O(1)); the rest of the call (the
-tick_event components and the tool schemas) is rendered and counted, without history.
+tick_event components and the tool schemas), its frame, is rendered and counted without
+history, or taken from the last event call's prompt (``keep_call_frame``), which held what
+such a call really sends: the event, what it recalled, the tools its pattern offered.
 """
 
 from dataclasses import dataclass, field, replace
 
+from .helpers import config_writes
 from .llm_interaction import context_window, resolve_model
 from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config, select_execution_pattern
@@ -70,13 +73,45 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
     return frame.total_tokens, parts
 
 
-def measure_context(script, character):
-    """Measure the next awake call: its frame rendered now, plus history's stored total.
+def keep_call_frame(script, prompt, model):
+    """Keep the frame of an event call's prompt just assembled (``AssembledPrompt``) for
+    the measures that follow (``measure_context``); a frame shrunk to fit is not kept."""
+    if any(cut["component"] != "conversation_history" for cut in prompt.cuts):
+        script.ndb.kept_frame = None
+        return
+    parts = dict(prompt.components)
+    history = parts.pop("conversation_history", 0)
+    parts = {key: tokens for key, tokens in parts.items() if tokens}
+    parts["tool schemas"] = prompt.tool_tokens
+    _keep_frame(script, model, prompt.total_tokens - history, parts)
 
-    The measure is also kept as ``script.ndb.context_usage``, the latest one, so that what
-    records usage after a tick (``ai.usage_history``) need not render the frame again.
+
+def _keep_frame(script, model, tokens, parts):
+    script.ndb.kept_frame = ((model, config_writes.generation()), tokens, parts)
+
+
+def measure_context(script, character, keep_rendered=False):
+    """Measure the next awake call: its frame, plus history's stored total.
+
+    The frame is the one kept in this process for the same model and configuration: the
+    last event call's (``keep_call_frame``), or one rendered by an earlier measure that
+    kept it. With none, it is rendered now, without an event (a tick measures before it
+    takes one). The measure is also kept as ``script.ndb.context_usage``, the latest one,
+    so that what records usage after a tick (``ai.usage_history``) need not render the
+    frame again.
+
+    Args:
+        keep_rendered (bool): Keep a frame rendered now for the measures that follow, until
+            an event call replaces it (a sleep's: nothing it does changes its frame much).
     """
-    frame_tokens, parts = measure_frame(script, character)
+    model = resolve_model(script)
+    kept = script.ndb.kept_frame
+    if kept and kept[0] == (model, config_writes.generation()):
+        frame_tokens, parts = kept[1], dict(kept[2])
+    else:
+        frame_tokens, parts = measure_frame(script, character)
+        if keep_rendered:
+            _keep_frame(script, model, frame_tokens, dict(parts))
     history_tokens, message_count = script.history.totals()
     # The frame already counts the reply priming once; history adds only its messages.
     usage = script.ndb.context_usage = ContextUsage(

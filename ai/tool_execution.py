@@ -22,6 +22,7 @@ from twisted.internet import defer
 
 from .audience import event_audience, message_audience, with_audience
 from .confirmation import hold_call
+from .context_usage import keep_call_frame
 from .helpers.call_log import note_run
 from .helpers.memory_links import describe_memory
 from .history import RecentHistory
@@ -31,7 +32,12 @@ from .prompt_components import (
     COMPONENT_CONVERSATION_HISTORY,
     COMPONENT_SEMANTIC_MEMORIES,
 )
-from .prompt_contexts import CONTEXT_SUB_AGENT, get_context_config, select_execution_pattern
+from .prompt_contexts import (
+    CONTEXT_SUB_AGENT,
+    CONTEXT_TICK_EVENT,
+    get_context_config,
+    select_execution_pattern,
+)
 from .prompt_layout import cache_points
 from .prompt_rendering import recall_query, whereabouts
 from .semantic_memory import recall
@@ -348,6 +354,8 @@ def run_react_loop(
             audience=audience,
             kept=kept,
         )
+        if iteration == 1 and context_type == CONTEXT_TICK_EVENT:
+            keep_call_frame(script, prompt, model)
         if prompt.total_tokens > budget:
             # The frame alone is over the window: the call would be refused, or cut by the
             # server where the model cannot see it. Builders are told; nothing is sent.

@@ -114,7 +114,11 @@ def compact_if_due(script, character, config):
         Deferred: Fires with ``{"pre_compaction_extraction": ..., "context_compaction": ...}``.
     """
     threshold = start_threshold(config)
-    usage = measure_context(script, character) if config["compact_enabled"] else None
+    usage = (
+        measure_context(script, character, keep_rendered=True)
+        if config["compact_enabled"]
+        else None
+    )
     due = usage is not None and usage.usage >= threshold
     if not due:
         compaction = yield compact_conversation_history(script, character, usage=usage)

@@ -27,7 +27,7 @@ import math
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..context_usage import describe_frame, measure_context
+from ..context_usage import ContextUsage, describe_frame, measure_context, measure_frame
 from ..log_channel import post_to_log_channel
 from ..signals import CompactionPlan
 from ..utils.markers import SUMMARY_MARKER, SUMMARY_PREAMBLE
@@ -85,7 +85,9 @@ def check_window_fits_frame(script, max_tokens):
     """
     if script.obj is None or max_tokens is None:
         return
-    usage = measure_context(script, script.obj)
+    # Rendered now, without an event: the least window does not depend on the last call.
+    frame_tokens, parts = measure_frame(script, script.obj)
+    usage = ContextUsage(frame_tokens, 0, max_tokens, 0, parts)
     threshold = script.get_config("compact_emergency_threshold")
     model = script.history.model
     least = smallest_window(usage.frame_tokens, threshold, model)

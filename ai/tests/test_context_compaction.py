@@ -8,17 +8,20 @@ from django.test import override_settings
 from evennia.utils.idmapper.models import flush_cache
 from twisted.internet import defer
 
-from ai.helpers.journal import MAX_ENTRY_CHARS, journal_entries, listed
+from ai.context_usage import measure_frame
+from ai.helpers.journal import MAX_ENTRY_CHARS, add_entry, journal_entries, listed
 from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
 from ai.prompt_assembly import history_units
 from ai.sleep import run_sleep_tick
 from ai.sleep.common import messages_to_compact, split_history
 from ai.sleep.compaction import compact_conversation_history
+from ai.sleep.escalation import smallest_window
 from ai.sleep.summarizing import MIN_CHUNK_TOKENS, SUMMARY_ANSWER_TOKENS
 from ai.utils.markers import SUMMARY_PREAMBLE
 from ai.utils.message_format import is_summary, summary_text
 from ai.utils.token_counter import count_message_tokens, count_tokens, set_calibration
+from ai.utils.value_checks import ConfigError
 
 from .support import (
     AssistantTestCase,
@@ -319,6 +322,65 @@ class TestEmergencyCompaction(CompactionTestCase):
             second["emergency"]["reason"], "still over the threshold, history unchanged"
         )
         self.assertEqual(second["status"], "idle", "the tick goes on")
+
+
+class TestTheFrameAtTheStartOfATick(CompactionTestCase):
+    """A tick measures before it takes its event: the frame it counts is the last event
+    call's, which held what such a call sends (the event, what it recalled)."""
+
+    QUESTION = "say What is the cellar password?"
+
+    def setUp(self):
+        super().setUp()
+        store_window(self.script, 100000)
+        fill(self.script, FACTS * 3)
+        for number in range(5):
+            add_entry(
+                self.assistant,
+                f"Char said the cellar password is swordfish ({number}); "
+                + "the cellar is under the inn, past the barrels of ale and the old cart. " * 8,
+                "conversation",
+            )
+
+    def test_what_the_last_call_recalled_counts_toward_the_emergency_threshold(self):
+        self.char1.execute_cmd(self.QUESTION)
+        self.assertEqual(self.tick()["status"], "replied")
+        history = self.script.history.totals()[0]
+        called = self.script.ndb.kept_frame[1]
+        without_event = measure_frame(self.script, self.assistant)[0]
+        self.assertGreater(called - without_event, 400, "the recalled entries")
+        # 82% with the last call's frame; under 80% with a frame rendered without the event.
+        store_window(self.script, int((called + history) / 0.82))
+        self.char1.execute_cmd(self.QUESTION)
+        # The window's write makes the kept frame stale: this tick renders it again.
+        self.assertIsNone(self.tick()["emergency"])
+        self.assertGreaterEqual(self.script.context_usage().usage, 0.82)
+        result = self.tick()
+        self.assertTrue(result["emergency"]["context_compaction"]["success"])
+        self.assertEqual(result["emergency"]["context_compaction"]["kind"], "emergency")
+
+    def test_the_least_window_a_builder_may_set_does_not_depend_on_the_last_call(self):
+        self.char1.execute_cmd(self.QUESTION)
+        self.tick()
+        without_event = measure_frame(self.script, self.assistant)[0]
+        self.assertGreater(self.script.ndb.kept_frame[1], without_event + 400)
+        least = smallest_window(without_event, 0.8, self.script.history.model)
+        self.script.set_config("max_context_tokens", least)
+        self.assertEqual(self.script.get_config("max_context_tokens"), least)
+        with self.assertRaisesRegex(ConfigError, f"use at least {least:,}$"):
+            self.script.set_config("max_context_tokens", least - 1)
+
+    def test_a_sleep_keeps_the_frame_it_rendered_until_the_configuration_changes(self):
+        self.script.fall_asleep()
+        self.tick()  # dozing
+        self.tick()  # dreaming: no call kept a frame in this process, so it is rendered
+        rendered = self.script.ndb.context_usage.frame_tokens
+        self.assistant.db.desc = "A tall figure in a grey cloak, patient and watchful. " * 20
+        self.assertEqual(self.tick()["phase"], "dreaming")
+        self.assertEqual(self.script.ndb.context_usage.frame_tokens, rendered)
+        self.script.set_config("compact_notify_room", True)
+        self.tick()
+        self.assertGreater(self.script.ndb.context_usage.frame_tokens, rendered + 150)
 
 
 class TestSleepPhaseIntegration(CompactionTestCase):
