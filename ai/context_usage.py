@@ -2,8 +2,8 @@
 
 History's share comes from the store's running total (O(1)); the rest of the call (the
 tick_event components and the tool schemas), its frame, is rendered and counted without
-history, or taken from the last event call's prompt (``keep_call_frame``), which held what
-such a call really sends: the event, what it recalled, the tools its pattern offered.
+history and event, or taken from the last event call's prompt (``keep_call_frame``) less
+what its event alone brought: one render a tick instead of two.
 """
 
 from dataclasses import dataclass, field, replace
@@ -14,6 +14,11 @@ from .prompt_assembly import assemble_prompt
 from .prompt_contexts import CONTEXT_TICK_EVENT, get_context_config, select_execution_pattern
 from .tools import tools_for
 from .utils.message_format import is_summary
+from .utils.token_counter import counting_key
+
+# What an event call's frame holds for its event alone: the line itself and the memories
+# it recalled (bounded, and shrunk first when the window is short).
+EVENT_PARTS = ("pending_event", "semantic_memories")
 
 
 @dataclass
@@ -75,30 +80,39 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
 
 def keep_call_frame(script, prompt, model):
     """Keep the frame of an event call's prompt just assembled (``AssembledPrompt``) for
-    the measures that follow (``measure_context``); a frame shrunk to fit is not kept."""
+    the measures that follow (``measure_context``), less what its event alone brought
+    (``EVENT_PARTS``, which a frame rendered without an event lacks too); a frame shrunk
+    to fit is not kept."""
     if any(cut["component"] != "conversation_history" for cut in prompt.cuts):
         script.ndb.kept_frame = None
         return
     parts = dict(prompt.components)
-    history = parts.pop("conversation_history", 0)
-    parts = {key: tokens for key, tokens in parts.items() if tokens}
+    tokens = prompt.total_tokens - parts.pop("conversation_history", 0)
+    tokens -= sum(parts.pop(key, 0) for key in EVENT_PARTS)
+    parts = {key: count for key, count in parts.items() if count}
     parts["tool schemas"] = prompt.tool_tokens
-    _keep_frame(script, model, prompt.total_tokens - history, parts)
+    _keep_frame(script, model, tokens, parts)
 
 
 def _keep_frame(script, model, tokens, parts):
-    script.ndb.kept_frame = ((model, config_writes.generation()), tokens, parts)
+    script.ndb.kept_frame = (_frame_key(model), tokens, parts)
+
+
+def _frame_key(model):
+    """What a kept frame's count holds for: the counting (model and calibration) and the
+    configuration."""
+    return counting_key(model), config_writes.generation()
 
 
 def measure_context(script, character, keep_rendered=False):
     """Measure the next awake call: its frame, plus history's stored total.
 
-    The frame is the one kept in this process for the same model and configuration: the
-    last event call's (``keep_call_frame``), or one rendered by an earlier measure that
-    kept it. With none, it is rendered now, without an event (a tick measures before it
-    takes one). The measure is also kept as ``script.ndb.context_usage``, the latest one,
-    so that what records usage after a tick (``ai.usage_history``) need not render the
-    frame again.
+    The frame is the one kept in this process for the same counting (model and
+    calibration) and configuration: the last event call's (``keep_call_frame``), or one
+    rendered by an earlier measure that kept it. With none, it is rendered now, without an
+    event (a tick measures before it takes one). The measure is also kept as
+    ``script.ndb.context_usage``, the latest one, so that what records usage after a tick
+    (``ai.usage_history``) need not render the frame again.
 
     Args:
         keep_rendered (bool): Keep a frame rendered now for the measures that follow, until
@@ -106,7 +120,7 @@ def measure_context(script, character, keep_rendered=False):
     """
     model = resolve_model(script)
     kept = script.ndb.kept_frame
-    if kept and kept[0] == (model, config_writes.generation()):
+    if kept and kept[0] == _frame_key(model):
         frame_tokens, parts = kept[1], dict(kept[2])
     else:
         frame_tokens, parts = measure_frame(script, character)

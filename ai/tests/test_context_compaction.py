@@ -342,33 +342,45 @@ class TestTheFrameAtTheStartOfATick(CompactionTestCase):
                 "conversation",
             )
 
-    def test_what_the_last_call_recalled_counts_toward_the_emergency_threshold(self):
+    def test_what_an_event_recalled_does_not_count_toward_the_next_measure(self):
         self.char1.execute_cmd(self.QUESTION)
         self.assertEqual(self.tick()["status"], "replied")
-        history = self.script.history.totals()[0]
-        called = self.script.ndb.kept_frame[1]
         without_event = measure_frame(self.script, self.assistant)[0]
-        self.assertGreater(called - without_event, 400, "the recalled entries")
-        # 82% with the last call's frame; under 80% with a frame rendered without the event.
-        store_window(self.script, int((called + history) / 0.82))
-        self.char1.execute_cmd(self.QUESTION)
-        # The window's write makes the kept frame stale: this tick renders it again.
-        self.assertIsNone(self.tick()["emergency"])
-        self.assertGreaterEqual(self.script.context_usage().usage, 0.82)
-        result = self.tick()
-        self.assertTrue(result["emergency"]["context_compaction"]["success"])
-        self.assertEqual(result["emergency"]["context_compaction"]["kind"], "emergency")
+        measured = self.script.context_usage()
+        self.assertAlmostEqual(measured.frame_tokens, without_event, delta=40)
+        self.assertNotIn("semantic_memories", measured.frame_parts)
 
-    def test_the_least_window_a_builder_may_set_does_not_depend_on_the_last_call(self):
+    def least_window_after_a_question(self):
+        """Answer the question, then return the least window a builder may set."""
         self.char1.execute_cmd(self.QUESTION)
         self.tick()
         without_event = measure_frame(self.script, self.assistant)[0]
-        self.assertGreater(self.script.ndb.kept_frame[1], without_event + 400)
-        least = smallest_window(without_event, 0.8, self.script.history.model)
+        return smallest_window(without_event, 0.8, self.script.history.model)
+
+    def test_at_the_least_window_builders_hear_of_no_room_once_whatever_is_recalled(self):
+        self.script.set_config("max_context_tokens", self.least_window_after_a_question())
+        with patch("ai.sleep.escalation.logger.log_err") as log_err:
+            for _ in range(4):
+                self.char1.execute_cmd(self.QUESTION)
+                self.assertEqual(self.tick()["status"], "replied")
+        # Once until the frame or the window changes: what each event recalls changes
+        # neither.
+        self.assertLessEqual(log_err.call_count, 1)
+
+    def test_the_least_window_a_builder_may_set_does_not_depend_on_the_last_call(self):
+        least = self.least_window_after_a_question()
         self.script.set_config("max_context_tokens", least)
         self.assertEqual(self.script.get_config("max_context_tokens"), least)
         with self.assertRaisesRegex(ConfigError, f"use at least {least:,}$"):
             self.script.set_config("max_context_tokens", least - 1)
+
+    def test_a_new_calibration_of_the_model_counts_the_frame_again(self):
+        self.tick_on("Good evening.", text="Hello there")
+        model = self.llm.model
+        counted = self.script.context_usage().frame_tokens
+        set_calibration(model, 2.0)
+        self.addCleanup(set_calibration, model, 1.0)
+        self.assertGreater(self.script.context_usage().frame_tokens, 1.5 * counted)
 
     def test_a_sleep_keeps_the_frame_it_rendered_until_the_configuration_changes(self):
         self.script.fall_asleep()
