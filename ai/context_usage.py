@@ -73,9 +73,14 @@ def measure_frame(script, character, context_type=CONTEXT_TICK_EVENT):
     frame = assemble_prompt(
         script, character, config, model, budget=10**9, history=[], tools=schemas
     )
-    parts = {key: tokens for key, tokens in frame.components.items() if tokens}
-    parts["tool schemas"] = frame.tool_tokens
-    return frame.total_tokens, parts
+    return frame.total_tokens, _frame_parts(frame.components, frame.tool_tokens)
+
+
+def _frame_parts(components, tool_tokens):
+    """Return part -> tokens: each component (key -> tokens) that rendered, and the tools."""
+    parts = {key: tokens for key, tokens in components.items() if tokens}
+    parts["tool schemas"] = tool_tokens
+    return parts
 
 
 def keep_call_frame(script, prompt, model):
@@ -86,12 +91,10 @@ def keep_call_frame(script, prompt, model):
     if any(cut["component"] != "conversation_history" for cut in prompt.cuts):
         script.ndb.kept_frame = None
         return
-    parts = dict(prompt.components)
-    tokens = prompt.total_tokens - parts.pop("conversation_history", 0)
-    tokens -= sum(parts.pop(key, 0) for key in EVENT_PARTS)
-    parts = {key: count for key, count in parts.items() if count}
-    parts["tool schemas"] = prompt.tool_tokens
-    _keep_frame(script, model, tokens, parts)
+    components = dict(prompt.components)
+    tokens = prompt.total_tokens - components.pop("conversation_history", 0)
+    tokens -= sum(components.pop(key, 0) for key in EVENT_PARTS)
+    _keep_frame(script, model, tokens, _frame_parts(components, prompt.tool_tokens))
 
 
 def _keep_frame(script, model, tokens, parts):

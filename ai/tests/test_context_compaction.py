@@ -326,7 +326,7 @@ class TestEmergencyCompaction(CompactionTestCase):
 
 class TestTheFrameAtTheStartOfATick(CompactionTestCase):
     """A tick measures before it takes its event: the frame it counts is the last event
-    call's, which held what such a call sends (the event, what it recalled)."""
+    call's, less what that event alone brought (its line, what it recalled)."""
 
     QUESTION = "say What is the cellar password?"
 
