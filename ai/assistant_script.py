@@ -44,6 +44,7 @@ from .sleep.common import is_stuck, record_outcome
 from .sleep.compaction import compact_conversation_history
 from .sleep.escalation import check_window_fits_frame, what_is_too_large
 from .sleep.extraction import ExtractionBeforeSummary
+from .sleep.record import save_sleep_record
 from .task_assessment import assess_task
 from .tool_execution import run_react_loop
 from .tools.communication import tell_room
@@ -79,6 +80,7 @@ class AssistantScript(DefaultScript):
             self.attributes.add(name, default_value(name))
         self.db.operating_mode = "awake"
         self.db.sleep_phase = None
+        save_sleep_record(self)
         self.db.last_compaction = None
         self.db.context_signals = {}
         open_log_channel()
@@ -98,12 +100,15 @@ class AssistantScript(DefaultScript):
         start_process(self)
 
     def at_server_reload(self):
-        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        """Write what waits in memory: the usage rows (``ai.usage_history``) and the sleep's
+        record (``ai.sleep.record``)."""
         flush_usage(self)
+        save_sleep_record(self)
 
     def at_server_shutdown(self):
-        """Write the usage rows still waiting in memory (``ai.usage_history``)."""
+        """Write what waits in memory, as :meth:`at_server_reload` does."""
         flush_usage(self)
+        save_sleep_record(self)
 
     def set_config(self, name, value):
         """Validate and store one configuration attribute.
@@ -203,6 +208,7 @@ class AssistantScript(DefaultScript):
             return
         self.db.operating_mode = "awake"
         self.db.sleep_phase = None
+        save_sleep_record(self)
         self.ndb.idle_ticks = 0
         logger.log_info(f"AI {self.label}: wakes up ({reason})")
         self.tell_room("wake_emote")

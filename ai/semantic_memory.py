@@ -29,13 +29,14 @@ from .helpers.memory_links import (
     NOT_FACTS,
     audience_key,
     links_for,
+    mark_consolidated,
     memory_metadata,
     memory_namespace,
     recalled,
     set_memory_ids,
     supersede_older,
 )
-from .models import JournalEntry, MemoryLink
+from .models import MemoryLink
 from .utils.facts import replaces
 from .utils.thread_pools import LazyPool
 
@@ -466,9 +467,7 @@ def remember(character, entries):
         set_memory_ids(by_id.values())
         newer = [(by_id[link_id], replaced) for link_id, _, _, replaced in remembered]
         superseded = supersede_older(character, newer)
-        JournalEntry.objects.filter(id__in=[entry.id for entry in entries]).update(
-            consolidated=True
-        )
+        mark_consolidated(entries)
     return {
         "consolidated_entry_ids": [entry.entry_id for entry in entries],
         "memories_added": sum(1 for _, _, added, _ in remembered if added),

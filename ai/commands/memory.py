@@ -12,7 +12,7 @@ from ..helpers.memory_links import memory_namespace
 from ..history import row_to_message
 from ..models import ConversationMessage, EntityObservation, JournalEntry, MemoryLink
 from ..semantic_memory import WORKER, search_memories
-from ..sleep.record import step_line
+from ..sleep.record import sleep_record, step_line
 from ..utils.wording import plural
 from .common import (
     INDENT,
@@ -196,7 +196,7 @@ class CmdAiMemory(AssistantCommand):
             memories += f"; {links['pending']} being added"
         if not script.get_config("memory_enabled"):
             memories += "; memory_enabled is False: no new ones are made"
-        last = deserialize(script.db.last_sleep) or {}  # plain dicts, not the Attribute's
+        last = deserialize(sleep_record(script)) or {}  # plain dicts, not the Attribute's
         lines = [
             f"Long-term memory of |w{assistant.key}|n (aimemory/search, /show or /profiles "
             f"{assistant.key} = ... look closer):",

@@ -21,8 +21,12 @@ from ..utils.raw_rows import rows_by, select_rows
 NAMESPACE_ATTRIBUTE = "ai_memory_namespace"
 # Journal entries that are records of the past rather than facts: never made memories.
 NOT_FACTS = ("compaction",)
-# A link row's columns, in the model's order (``links_for`` reads them in plain SQL).
+# A link row's and a journal row's columns, in the model's order (read in plain SQL).
 _LINK_FIELDS = [field.attname for field in MemoryLink._meta.concrete_fields]
+_ENTRY_FIELDS = [field.attname for field in JournalEntry._meta.concrete_fields]
+# The journal entries waiting for consolidation, written as the ORM writes
+# ``consolidated=False`` so that the partial index ``ai_entry_pending_idx`` serves it.
+_UNCONSOLIDATED = "db_object_id = %s AND NOT consolidated"
 
 
 def memory_namespace(character):
@@ -39,14 +43,62 @@ def memory_namespace(character):
 
 
 def entries_to_consolidate(character, limit):
-    """Return up to ``limit`` journal rows not yet consolidated, oldest first."""
-    rows = JournalEntry.objects.filter(db_object_id=character.id, consolidated=False)
-    return list(rows.order_by("id")[:limit])
+    """Return up to ``limit`` journal rows not yet consolidated, oldest first (read in
+    plain SQL, as ``links_for`` reads links: the ORM's query cost a dreaming tick more)."""
+    rows = select_rows(
+        JournalEntry, _ENTRY_FIELDS, _UNCONSOLIDATED, [character.id], f"ORDER BY id LIMIT {limit:d}"
+    )
+    return [JournalEntry.from_db(connection.alias, _ENTRY_FIELDS, row) for row in rows]
 
 
 def count_unconsolidated(character):
     """Return how many journal entries still wait for consolidation."""
-    return JournalEntry.objects.filter(db_object_id=character.id, consolidated=False).count()
+    table = connection.ops.quote_name(JournalEntry._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {_UNCONSOLIDATED}", [character.id])
+        return cursor.fetchone()[0]
+
+
+def mark_consolidated(entries):
+    """Mark the journal rows ``entries`` consolidated (one plain UPDATE)."""
+    table = connection.ops.quote_name(JournalEntry._meta.db_table)
+    ids = [entry.id for entry in entries]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET consolidated = %s WHERE id IN ({', '.join(['%s'] * len(ids))})",
+            [True, *ids],
+        )
+
+
+def links_to_check(character, after, limit):
+    """Return ``(id, memory_id, entry_id)`` of up to ``limit`` of the character's links that
+    have a memory, from the link id ``after`` on, in id order (plain SQL)."""
+    return select_rows(
+        MemoryLink,
+        ["id", "memory_id", "entry_id"],
+        "db_object_id = %s AND id > %s AND memory_id <> %s",
+        [character.id, after, ""],
+        f"ORDER BY id LIMIT {limit:d}",
+    )
+
+
+def remembered_texts(character, entry_ids):
+    """Return ``(audience, text)`` of each link with a memory made of the character's journal
+    entries ``entry_ids`` (the entries' own ids, ``entry_id``), in link order (plain SQL)."""
+    if not entry_ids:
+        return []
+    journal = connection.ops.quote_name(JournalEntry._meta.db_table)
+    marks = ", ".join(["%s"] * len(entry_ids))
+    return select_rows(
+        MemoryLink,
+        ["audience", "text"],
+        # Inside the subquery ``entry_id`` is the journal's own id (text), outside the link's
+        # key of its entry.
+        f"memory_id <> %s AND entry_id IN (SELECT id FROM {journal} "
+        f"WHERE db_object_id = %s AND entry_id IN ({marks}))",
+        ["", character.id, *entry_ids],
+        "ORDER BY id",
+    )
 
 
 def links_for(character, entries):

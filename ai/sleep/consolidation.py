@@ -13,8 +13,10 @@ from twisted.internet import defer
 from ..helpers.memory_links import (
     count_unconsolidated,
     entries_to_consolidate,
+    links_to_check,
     memory_metadata,
     memory_namespace,
+    remembered_texts,
     set_memory_ids,
 )
 from ..models import MemoryLink
@@ -71,13 +73,8 @@ def repair_memory_links(script, character, batch_size):
     Returns:
         Deferred: Fires with ``checked``, ``pruned_link_ids`` and ``restored_link_ids``.
     """
-    links = MemoryLink.objects.filter(db_object_id=character.id).exclude(memory_id="")
     cursor = script.ndb.memory_link_cursor or 0
-    batch = list(
-        links.filter(id__gt=cursor)
-        .order_by("id")
-        .values_list("id", "memory_id", "entry_id")[: batch_size * CHECKED_PER_REPAIRED]
-    )
+    batch = links_to_check(character, cursor, batch_size * CHECKED_PER_REPAIRED)
     if not batch:
         script.ndb.memory_link_cursor = 0
         return {"checked": 0, "pruned_link_ids": [], "restored_link_ids": []}
@@ -121,14 +118,12 @@ def review_new_memories(script, character, results):
     if not script.get_config("sleep_consolidate_enabled"):
         return {"skipped": True, "reason": "sleep_consolidate_enabled is False"}
     entry_ids = (results.get("memory_consolidation") or {}).get("consolidated_entry_ids") or []
-    links = MemoryLink.objects.filter(
-        entry__db_object_id=character.id, entry__entry_id__in=entry_ids
-    ).exclude(memory_id="")
-    if not links:
+    remembered = remembered_texts(character, entry_ids)
+    if not remembered:
         return {"skipped": True, "reason": "no new memories"}
     groups = {}
-    for link in links:
-        groups.setdefault(tuple(link.audience or ()), []).append(link.text)
+    for audience, text in remembered:
+        groups.setdefault(tuple(audience or ()), []).append(text)
     # The review owns its limit, the context type's max_iterations (10 unless overridden),
     # as extraction does: execution_config's per-tick cap (5) governs conversation.
     context = get_context_config(CONTEXT_SLEEP_CONSOLIDATE, script)

@@ -34,6 +34,7 @@ from ai.sleep.consolidation import (
     consolidate_memories_to_semantic,
     repair_memory_links,
 )
+from ai.sleep.record import sleep_record
 from ai.tools import ToolContext, execute_tool
 from ai.utils.facts import replaces
 
@@ -594,7 +595,8 @@ class TestDreamingTick(MemoryTestCase):
             ],
         )
         self.assertEqual(result["memory_consolidation"]["memories_added"], 1)
-        self.assertEqual(self.script.db.last_sleep["steps"]["memory_consolidation"]["memories"], 1)
+        record = sleep_record(self.script)
+        self.assertEqual(record["steps"]["memory_consolidation"]["memories"], 1)
 
     def test_a_failing_step_is_reported_and_the_next_steps_still_run(self):
         self.journal("The mill opens at dawn.")

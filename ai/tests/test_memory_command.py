@@ -16,6 +16,7 @@ from ai.models import JournalEntry, MemoryLink
 from ai.sleep import run_sleep_tick
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.consolidation import consolidate_memories_to_semantic
+from ai.sleep.record import SAVE_EVERY_TICKS, sleep_record
 
 from .support import (
     AssistantCommandTestCase,
@@ -128,7 +129,7 @@ class TestOverview(MemoryCommandTestCase):
             shown,
         )
         self.assertIn("Entity profiles: 2 (3 observations, 1 superseded).", shown)
-        record = self.script.db.last_sleep
+        record = sleep_record(self.script)
         began, at = record["began"], record["at"]
         self.assertIn(
             f"Last sleep: began {began[:10]} {began[11:19]}, 3 dreaming ticks, the last at "
@@ -169,6 +170,41 @@ class TestOverview(MemoryCommandTestCase):
             r"memory_consolidation: 0 entries consolidated, 0 memories added, 0 memories "
             r"superseded; failed in 1 tick: .*no-such-store",
         )
+
+    def forget_what_is_held(self):
+        """Lose the script's memory (``ndb``), as a new server process would."""
+        self.script.ndb.sleep_record = None
+
+    def test_the_record_is_saved_at_a_reload_and_a_wake_and_a_crash_loses_only_counts(self):
+        self.journal(OLD)
+        self.script.fall_asleep("test")
+        self.dream()  # dozing
+        self.dream(), self.dream(), self.dream()
+        self.script.at_server_reload()
+        self.forget_what_is_held()
+        self.assertIn(", 3 dreaming ticks, the last at", " ".join(self.aimemory("Helper").split()))
+        self.dream()
+        self.script.wake_up("test")
+        self.forget_what_is_held()
+        shown = " ".join(self.aimemory("Helper").split())
+        self.assertIn(", 4 dreaming ticks, the last at", shown)
+        self.assertNotIn("asleep now", shown)
+        self.assertIn("memory_consolidation: 1 entry consolidated, 1 memory added", shown)
+        # A crash (no hook runs) loses the counts held since the last save, not what the
+        # ticks did: until the 30th tick the record saved is the sleep before.
+        self.script.fall_asleep("test")
+        self.journal(NEW)
+        self.dream(), self.dream(), self.dream()
+        held = sleep_record(self.script)
+        self.forget_what_is_held()
+        shown = " ".join(self.aimemory("Helper").split())
+        self.assertIn(", 4 dreaming ticks, the last at", shown)
+        self.assertIn("Memories: 2 (1 current, 1 superseded)", shown)
+        self.script.ndb.sleep_record = dict(held, ticks=SAVE_EVERY_TICKS - 1)
+        self.dream()
+        self.forget_what_is_held()
+        shown = " ".join(self.aimemory("Helper").split())
+        self.assertIn(f", {SAVE_EVERY_TICKS} dreaming ticks, the last at", shown)
 
 
 class TestSearch(MemoryCommandTestCase):
