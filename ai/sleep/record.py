@@ -120,16 +120,19 @@ def record_dream_tick(script, results):
 
 
 def sleep_record(script):
-    """Return the record of the last sleep, or of the one under way: a dict, maybe empty."""
+    """Return the record of the last sleep, or of the one under way: a dict, maybe empty
+    (the one held on the script if it holds one, else the one saved)."""
     record = script.ndb.sleep_record
     return record if record is not None else script.db.last_sleep or {}
 
 
 def save_sleep_record(script):
-    """Save the record held on the script to ``script.db.last_sleep``, if one is held."""
+    """Save the record held on the script to ``script.db.last_sleep``, if one is held; the
+    script then holds none until the next dreaming tick (nothing to save at a reload)."""
     record = script.ndb.sleep_record
     if record is not None:
         script.db.last_sleep = record
+        script.ndb.sleep_record = None
 
 
 def fold(step, kept, result):
