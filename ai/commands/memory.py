@@ -197,6 +197,7 @@ class CmdAiMemory(AssistantCommand):
         if not script.get_config("memory_enabled"):
             memories += "; memory_enabled is False: no new ones are made"
         last = deserialize(sleep_record(script)) or {}  # plain dicts, not the Attribute's
+        current = script.db.asleep_since
         lines = [
             f"Long-term memory of |w{assistant.key}|n (aimemory/search, /show or /profiles "
             f"{assistant.key} = ... look closer):",
@@ -208,7 +209,8 @@ class CmdAiMemory(AssistantCommand):
             f"Entity profiles: {observations['entities']} "
             f"({plural(observations['total'], 'observation')}, "
             f"{observations['superseded']} superseded).",
-            last_sleep(last, script.db.operating_mode == "sleep"),
+            # "asleep now" only of the sleep under way, not of the one before it.
+            last_sleep(last, script.db.operating_mode == "sleep" and current == last.get("began")),
         ]
         for name, done in last.get("steps", {}).items() if "ticks" in last else ():
             lines.append(INDENT + step_line(name, done))

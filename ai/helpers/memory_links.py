@@ -63,6 +63,8 @@ def mark_consolidated(entries):
     """Mark the journal rows ``entries`` consolidated (one plain UPDATE)."""
     table = connection.ops.quote_name(JournalEntry._meta.db_table)
     ids = [entry.id for entry in entries]
+    if not ids:
+        return
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET consolidated = %s WHERE id IN ({', '.join(['%s'] * len(ids))})",
@@ -92,10 +94,9 @@ def remembered_texts(character, entry_ids):
     return select_rows(
         MemoryLink,
         ["audience", "text"],
-        # Inside the subquery ``entry_id`` is the journal's own id (text), outside the link's
-        # key of its entry.
-        f"memory_id <> %s AND entry_id IN (SELECT id FROM {journal} "
-        f"WHERE db_object_id = %s AND entry_id IN ({marks}))",
+        # The link's ``entry_id`` is its entry's key; the journal's is the seeds' text id.
+        f"memory_id <> %s AND entry_id IN (SELECT {journal}.id FROM {journal} "
+        f"WHERE {journal}.db_object_id = %s AND {journal}.entry_id IN ({marks}))",
         ["", character.id, *entry_ids],
         "ORDER BY id",
     )

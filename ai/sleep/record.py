@@ -115,7 +115,8 @@ def record_dream_tick(script, results):
         steps[step] = fold(step, dict(steps.get(step) or {}), result or {})
     record.update(at=timezone.now().isoformat(), ticks=record["ticks"] + 1, steps=steps)
     script.ndb.sleep_record = record
-    if record["ticks"] % SAVE_EVERY_TICKS == 0:
+    # A tick that ended after a wake (it waited on the memory worker) is saved at once.
+    if record["ticks"] % SAVE_EVERY_TICKS == 0 or script.db.operating_mode != "sleep":
         save_sleep_record(script)
 
 

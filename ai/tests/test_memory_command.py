@@ -16,7 +16,7 @@ from ai.models import JournalEntry, MemoryLink
 from ai.sleep import run_sleep_tick
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.consolidation import consolidate_memories_to_semantic
-from ai.sleep.record import SAVE_EVERY_TICKS, sleep_record
+from ai.sleep.record import SAVE_EVERY_TICKS, record_dream_tick, sleep_record
 
 from .support import (
     AssistantCommandTestCase,
@@ -178,27 +178,33 @@ class TestOverview(MemoryCommandTestCase):
     def test_the_record_is_saved_at_a_reload_and_a_wake_and_a_crash_loses_only_counts(self):
         self.journal(OLD)
         self.script.fall_asleep("test")
-        self.dream()  # dozing
-        self.dream(), self.dream(), self.dream()
+        for _ in range(4):  # dozing, then three dreaming ticks
+            self.dream()
         self.script.at_server_reload()
         self.forget_what_is_held()
         self.assertIn(", 3 dreaming ticks, the last at", " ".join(self.aimemory("Helper").split()))
         self.dream()
         self.script.wake_up("test")
+        # A dreaming tick that was waiting on the memory worker ends after the wake.
+        record_dream_tick(self.script, {"episodic_prune": {"archived": 2}})
         self.forget_what_is_held()
         shown = " ".join(self.aimemory("Helper").split())
-        self.assertIn(", 4 dreaming ticks, the last at", shown)
+        self.assertIn(", 5 dreaming ticks, the last at", shown)
         self.assertNotIn("asleep now", shown)
         self.assertIn("memory_consolidation: 1 entry consolidated, 1 memory added", shown)
+        self.assertIn("episodic_prune: 2 entries archived", shown)
         # A crash (no hook runs) loses the counts held since the last save, not what the
-        # ticks did: until the 30th tick the record saved is the sleep before.
+        # ticks did: until the 30th tick the record saved is the sleep before, which is
+        # not said to be under way.
         self.script.fall_asleep("test")
         self.journal(NEW)
-        self.dream(), self.dream(), self.dream()
+        for _ in range(3):  # dozing, then two dreaming ticks
+            self.dream()
         held = sleep_record(self.script)
         self.forget_what_is_held()
         shown = " ".join(self.aimemory("Helper").split())
-        self.assertIn(", 4 dreaming ticks, the last at", shown)
+        self.assertIn(", 5 dreaming ticks, the last at", shown)
+        self.assertNotIn("asleep now", shown)
         self.assertIn("Memories: 2 (1 current, 1 superseded)", shown)
         self.script.ndb.sleep_record = dict(held, ticks=SAVE_EVERY_TICKS - 1)
         self.dream()
