@@ -11,7 +11,10 @@ whether facts that changed are recalled by their current value.
    entries, then with 10,000 more entries (20,000): after one warm-up tick, the median and
    the maximum over five ticks of the reactor thread's CPU time (Mem0 runs on its worker
    and does not count), and in one more tick the longest the reactor went without turning
-   (a 2 ms probe), i.e. the longest single hold.
+   (a 2 ms probe), i.e. the longest single hold. Each is the first dreaming tick of its
+   sleep (the assistant wakes and falls asleep before it), the one that consolidates the
+   batch; it does not save the sleep's record, which every thirtieth tick of a sleep and a
+   wake do (``ai.sleep.record``).
 3. ``index_writes``: beside the 10,000 memories, the memory worker's time (CPU and wall) to
    add a batch of 20 with FAISS's files written after each add (Mem0's own store) and once
    per worker call (the contrib's), three batches each, alternating.
