@@ -194,7 +194,6 @@ class AssistantScript(DefaultScript):
         """Switch to sleep mode (phase ``dozing``) and tell the room."""
         if self.db.operating_mode == "sleep":
             return
-        save_sleep_record(self)  # a tick of the last sleep may have ended after its wake
         self.db.operating_mode = "sleep"
         self.db.sleep_phase = SLEEP_PHASES[0]
         self.db.asleep_since = timezone.now().isoformat()  # the sleep that ai.sleep.record keeps
