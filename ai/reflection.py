@@ -120,7 +120,7 @@ def reflect(script, character):
         error = error or run["error"]
         if run["error"]:
             break
-    insights = [entry.entry_id for entry in insights_after(character, start)]
+    insights = insights_after(character, start)
     record = {
         "status": "reflection_failed" if error else "reflected",
         "at": timezone.now().isoformat(),
@@ -217,23 +217,33 @@ def importance(row):
 
 def fitted(script, rows):
     """Return the oldest of ``rows`` whose listing fits ``LISTING_SHARE`` of the context
-    window (``SHOWN_AT_MOST`` at most, one at least)."""
+    window (``SHOWN_AT_MOST`` at most, one at least).
+
+    Each entry's line is counted once (not the growing listing again for every entry),
+    then the listing of those that fitted once, in case joining the lines counts more.
+    """
     budget = context_window(script) * LISTING_SHARE
     model = resolve_model(script)
     shown = rows[:1]
+    used = count_tokens(listing(shown), model)
     for row in rows[1:SHOWN_AT_MOST]:
-        if count_tokens(listing([*shown, row]), model) > budget:
+        used += count_tokens(f"\n{entry_line(row)}", model)
+        if used > budget:
             break
         shown.append(row)
+    while len(shown) > 1 and count_tokens(listing(shown), model) > budget:
+        shown.pop()
     return shown
 
 
 def listing(rows):
     """Return the pending event of a reflection: the entries, each quoted, then the task."""
-    lines = [REFLECTION_HEADER]
-    for row in rows:
-        text = one_line(row.content)
-        if len(text) > ENTRY_CHARS:
-            text = text[:ENTRY_CHARS] + " [...]"
-        lines.append(f"[{row.entry_id}] (importance {row.importance}) {quoted(text)}")
-    return "\n".join([*lines, LISTING_TASK])
+    return "\n".join([REFLECTION_HEADER, *(entry_line(row) for row in rows), LISTING_TASK])
+
+
+def entry_line(row):
+    """Return the line of a reflection's listing that shows the journal entry ``row``."""
+    text = one_line(row.content)
+    if len(text) > ENTRY_CHARS:
+        text = text[:ENTRY_CHARS] + " [...]"
+    return f"[{row.entry_id}] (importance {row.importance}) {quoted(text)}"

@@ -9,7 +9,7 @@ history, assembling the prompt, appending, checking the context, running the too
 Reported per size: the median and the 90th percentile over ``TICKS`` ticks after
 ``WARM_UP`` untimed ones, and the messages the calls sent.
 
-Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``):
+Beside it, at 2,000 messages, ticks without a player's line (``idle_ticks``):
 
 - ``idle``: an assistant without goals with nothing due (its journal below
   ``reflection_threshold``), which must cost what an idle tick cost before reflection;
@@ -17,6 +17,9 @@ Beside it, at 2,000 messages, two ticks without a player's line (``idle_ticks``)
   with entries that share their speakers, so the offline engine writes insights; the
   model calls run on a worker thread as always, so what counts is the rest (reading the
   entries, the listing, assembling each call's prompt, writing the insights);
+- ``backlog`` (``reflection_backlog`` in the JSON): the same tick with ``BACKLOG``
+  unreflected entries written first (not timed), a journal that went long without a
+  reflection (each covers 20 at most);
 - ``autonomous``: the tick that works on an active goal's step (the offline engine closes
   it: ``complete_goal``, then ``noop``), a fresh step given untimed before each tick.
 
@@ -38,7 +41,7 @@ turns (the benchmarks' database runs Evennia's ``SQLITE3_PRAGMAS``, as a server'
 Everything runs inside Twisted's real reactor, as in the server. Prints JSON; always exits
 0 (a report, not a test). Run from the repository root: ``make bench``; ``python
 bench/tick_cost.py idle`` measures one part (``conversation``, ``summarized``, ``idle``,
-``reflection``, ``autonomous``, ``parts``, ``bookkeeping``, ``journal``).
+``reflection``, ``backlog``, ``autonomous``, ``parts``, ``bookkeeping``, ``journal``).
 """
 
 import json
@@ -76,6 +79,8 @@ KEPT_STATEMENTS = (
 )
 # Speakers of the entries a reflection tick rereads: each names several, so insights join them.
 SPEAKERS = ("Player1", "Player2", "Player3")
+# Unreflected entries written before the ``backlog`` part's reflections.
+BACKLOG = 3000
 
 
 def prepared_assistant(size, summarized=False):
@@ -191,26 +196,39 @@ def fill_journal(script, round_):
         text = f"{speaker} said: I promised to bring {round_ * 100 + index} crates by day {index}."
         add_entry(script.obj, text, "conversation", importance=8)
         index += 1
-    return index
+
+
+def write_backlog(script, count):
+    """Journal ``count`` entries of importance 8 that no reflection covers (not timed)."""
+    from ai.helpers.journal import add_entry
+
+    for index in range(count):
+        speaker = SPEAKERS[index % len(SPEAKERS)]
+        text = f"{speaker} said: cart {index} left the mill at dawn with {index % 40} sacks."
+        add_entry(script.obj, text, "conversation", importance=8)
 
 
 @defer.inlineCallbacks
-def measure_reflection():
-    """Return the reactor CPU of a tick that reflects (model calls on their worker thread)."""
+def measure_reflection(backlog=0):
+    """Return the reactor CPU of a tick that reflects (model calls on their worker thread),
+    with ``backlog`` unreflected entries written first."""
     script, _ = prepared_assistant(IDLE_HISTORY)
     script.set_config("sleep_after_idle_ticks", 0)
+    write_backlog(script, backlog)
     times, entries, insights = [], [], []
     for round_ in range(WARM_UP + TICKS):
-        entries.append(fill_journal(script, round_))
+        fill_journal(script, round_)
         result, took = yield timed_tick(script)
         if result.get("status") != "reflected":
             raise RuntimeError(f"the tick did not reflect: {result}")
         times.append(took)
+        entries.append(len(result["covered"]))
         insights.append(len(result["insights"]))
     return dict(
         summary(times),
         history=IDLE_HISTORY,
         threshold=script.get_config("reflection_threshold"),
+        **({"backlog": backlog} if backlog else {}),
         entries_reread_median=statistics.median(entries),
         insights_median=statistics.median(insights),
         calls_per_reflection=result["calls"],
@@ -362,6 +380,8 @@ def measure_all(parts):
         report["idle"] = yield measure_idle()
     if "reflection" in parts:
         report["reflection"] = yield measure_reflection()
+    if "backlog" in parts:
+        report["reflection_backlog"] = yield measure_reflection(BACKLOG)
     if "autonomous" in parts:
         report["autonomous"] = yield measure_autonomous()
     if "parts" in parts:
@@ -392,7 +412,8 @@ def main(parts):
         }
     if "summarized" in measured:
         report["after_a_compaction"] = measured["summarized"]
-    idle = {key: measured[key] for key in ("idle", "reflection", "autonomous") if key in measured}
+    idle_parts = ("idle", "reflection", "reflection_backlog", "autonomous")
+    idle = {key: measured[key] for key in idle_parts if key in measured}
     if idle:
         report["idle_ticks"] = idle
     if "parts" in measured:
@@ -412,6 +433,7 @@ if __name__ == "__main__":
             "summarized",
             "idle",
             "reflection",
+            "backlog",
             "autonomous",
             "parts",
             "bookkeeping",

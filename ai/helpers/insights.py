@@ -10,13 +10,15 @@ Every other entry waits for a reflection (``JournalEntry.reflected`` False) unti
 covers it; ``pending_importance`` adds up what waits, for the trigger in ``ai.reflection``.
 """
 
-from django.db.models import F, FloatField, Sum
-from django.db.models.functions import Coalesce
+from collections import namedtuple
+
+from django.db import connection
 
 from ..audience import narrowest
 from ..models import JournalEntry
 from ..utils.echo import is_echo
 from ..utils.facts import plain_words, telling_words
+from ..utils.raw_rows import select_rows
 from ..utils.sentences import stated_lines
 from ..utils.text_tool_calls import looks_like_markup
 from .idle_checks import PENDING_IMPORTANCE, forget, remembered
@@ -31,12 +33,29 @@ INFERRED_MIN_SHARED = 2
 INFERRED_CITES = 3
 # A line of a reflection's text answer shorter than this is no insight ("Done.").
 STATED_MIN_WORDS = 5
+# What a reflection reads of the entries waiting for it, and of the entries it was shown
+# (plain SQL: the ORM's query and model rows cost a reflecting tick about a third of its
+# reactor time at a long unreflected journal; see docs/benchmarks.md).
+PendingEntry = namedtuple(
+    "PendingEntry", ["id", "db_object_id", "entry_id", "content", "importance", "score", "audience"]
+)
+ShownEntry = namedtuple("ShownEntry", ["entry_id", "content", "normalized", "audience"])
+# Written as the ORM writes ``reflected=False``, so that ``ai_entry_unreflected_idx`` serves
+# it.
+_UNREFLECTED = "db_object_id = %s AND NOT reflected"
 
 
 def pending_entries(character, limit):
-    """Return up to ``limit`` entries no reflection has covered yet, oldest first (rows)."""
-    rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
-    return list(rows.order_by("id")[:limit])
+    """Return up to ``limit`` entries no reflection has covered yet, oldest first, as
+    :data:`PendingEntry` tuples."""
+    rows = select_rows(
+        JournalEntry,
+        PendingEntry._fields,
+        _UNREFLECTED,
+        [character.id],
+        f"ORDER BY id LIMIT {limit:d}",
+    )
+    return [PendingEntry(*row) for row in rows]
 
 
 def pending_importance(character):
@@ -48,25 +67,36 @@ def pending_importance(character):
     """
 
     def ask():
-        rows = JournalEntry.objects.filter(db_object_id=character.id, reflected=False)
-        importance = Coalesce(F("score"), F("importance"), output_field=FloatField())
-        return float(rows.aggregate(total=Sum(importance))["total"] or 0)
+        table = connection.ops.quote_name(JournalEntry._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT SUM(COALESCE(score, importance)) FROM {table} WHERE {_UNREFLECTED}",
+                [character.id],
+            )
+            return float(cursor.fetchone()[0] or 0)
 
     return remembered(character, PENDING_IMPORTANCE, ask)
 
 
 def latest_entry_id(character):
     """Return the row id of the journal's newest entry (0 when it is empty)."""
-    rows = JournalEntry.objects.filter(db_object_id=character.id).order_by("-id")
-    return rows.values_list("id", flat=True).first() or 0
+    rows = select_rows(
+        JournalEntry, ["id"], "db_object_id = %s", [character.id], "ORDER BY id DESC LIMIT 1"
+    )
+    return rows[0][0] if rows else 0
 
 
 def insights_after(character, row_id):
-    """Return the insights written after the entry of row id ``row_id``, oldest first."""
-    rows = JournalEntry.objects.filter(
-        db_object_id=character.id, id__gt=row_id, source_type=INSIGHT_SOURCE
+    """Return the ids (``entry_id``) of the insights written after the entry of row id
+    ``row_id``, oldest first."""
+    rows = select_rows(
+        JournalEntry,
+        ["entry_id"],
+        "db_object_id = %s AND id > %s AND source_type = %s",
+        [character.id, row_id, INSIGHT_SOURCE],
+        "ORDER BY id",
     )
-    return list(rows.order_by("id"))
+    return [entry_id for (entry_id,) in rows]
 
 
 def _grounding_words(text):
@@ -119,8 +149,7 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         ValueError: saying why, for the model: no real citation, a copy of a cited entry,
             entries kept for different listeners, or what ``add_entry`` refuses.
     """
-    shown = JournalEntry.objects.filter(db_object_id=character.id, entry_id__in=list(offered))
-    rows = {row.entry_id: row for row in shown.order_by("id")}
+    rows = {row.entry_id: row for row in shown_entries(character, offered)}
     wanted = list(dict.fromkeys(str(entry_id) for entry_id in cites or ()))
     inferred = not wanted
     if inferred:
@@ -137,11 +166,12 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
     # Any entry shown, cited or not (the cited first): Qwen2.5-Coder-1.5B journaled the
     # listed entries again as "insights", each citing one other entry.
     uncited = [row for row in rows.values() if row not in cited]
+    normalized = digest(content)
     copied = next(
         (
             row
             for row in [*cited, *uncited]
-            if row.normalized == digest(content) or is_echo(content, row.content)
+            if row.normalized == normalized or is_echo(content, row.content)
         ),
         None,
     )
@@ -169,6 +199,23 @@ def write_insight(character, content, cites, offered, audience, importance=5, ta
         cites=[row.entry_id for row in cited],
     )
     return entry, ignored, inferred
+
+
+def shown_entries(character, entry_ids):
+    """Return the character's entries of the ids ``entry_ids`` (``entry_id``), oldest first,
+    as :data:`ShownEntry` tuples."""
+    entry_ids = list(dict.fromkeys(entry_ids))
+    if not entry_ids:
+        return []
+    marks = ", ".join(["%s"] * len(entry_ids))
+    rows = select_rows(
+        JournalEntry,
+        ShownEntry._fields,
+        f"db_object_id = %s AND entry_id IN ({marks})",
+        [character.id, *entry_ids],
+        "ORDER BY id",
+    )
+    return [ShownEntry(*row) for row in rows]
 
 
 def write_stated_insights(character, texts, offered, audience):

@@ -17,6 +17,7 @@ from ai.offline.responder import respond
 from ai.reflection import listing as reflection_listing
 from ai.semantic_memory import recall
 from ai.sleep import run_sleep_tick
+from ai.utils.token_counter import count_tokens
 
 from .support import (
     AssistantCommandTestCase,
@@ -163,6 +164,28 @@ class TestTrigger(ReflectionTestCase):
         self.assertIn("Result of your last action: Journaled insight", cont)
         self.assertNotIn("Dawnbringer", cont, "reflection_cont shows the tool result alone")
         self.assertEqual(len(self.insights()), 2)
+
+    def test_a_small_window_is_shown_the_oldest_entries_that_fit_and_the_rest_wait(self):
+        self.script.set_config("max_context_tokens", 3000)
+        self.script.set_config("reflection_threshold", 5)  # one entry waiting is enough
+        for number in range(20):
+            add_entry(
+                self.assistant,
+                f"Entry {number}: the caravan from the coast brought crates of salt, rope, "
+                "lamp oil, dried fish, copper nails, wool blankets, glass beads and a letter "
+                f"sealed in green wax for the reeve, whose seal number is {1000 + number}.",
+                "conversation",
+            )
+        pending = [row.entry_id for row in JournalEntry.objects.order_by("id")]
+        first = self.idle_tick([("noop", {})])
+        shown = JournalEntry.objects.filter(entry_id__in=first["covered"]).order_by("id")
+        self.assertIn(sent(self.llm.calls[0]).count("caravan from the coast"), range(2, 20))
+        self.assertIn(len(first["covered"]), range(2, 20))
+        self.assertEqual(first["covered"], pending[: len(first["covered"])], "the oldest first")
+        # Counted for the scripted model the tick ran on, whose window is set to 3,000.
+        self.assertLessEqual(count_tokens(reflection_listing(shown), self.llm.model), 1000)
+        second = self.idle_tick([("noop", {})])
+        self.assertEqual(second["covered"][0], pending[len(first["covered"])], "the rest waited")
 
 
 class TestCitations(ReflectionTestCase):
