@@ -328,7 +328,8 @@ def run_react_loop(
     turn = _Turn(script, config, audience, budget, audience_only)
     yield turn.warm()
     if memories is None:
-        shown = [message["id"] for message in turn.history() if "id" in message]
+        # A generator: gone through only when memory answers (a pass over long history).
+        shown = (message["id"] for message in turn.history() if "id" in message)
         memories = yield recall_for(script, character, config, event, audience, shown)
     result = LoopResult(context_type=context_type, pattern=pattern)
     thinking = ThinkingEmote(script, character, audience) if config.speaks and event else None
