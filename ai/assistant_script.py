@@ -5,7 +5,6 @@ the Deferred that ``at_repeat`` returns, so the busy guard is ours: a tick that 
 start while the previous one is still running is skipped and counted.
 """
 
-from django.db import transaction
 from django.utils import timezone
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
@@ -178,9 +177,10 @@ class AssistantScript(DefaultScript):
         ``AI_MAX_PENDING_EVENTS`` the oldest are dropped (``ai.event_queue``)."""
         event_queue.queue_event(self, event, ai_setting("AI_MAX_PENDING_EVENTS"))
 
-    def pop_event(self):
-        """Remove and return the oldest pending event, or None."""
-        return event_queue.pop_event(self)
+    def pop_event(self, handle=None):
+        """Remove and return the oldest pending event, or None; with ``handle``, return what
+        it makes of the event in the transaction that removes it (``ai.event_queue``)."""
+        return event_queue.pop_event(self, handle)
 
     def has_pending_events(self):
         """Tell whether an event waits for a tick."""
@@ -346,8 +346,8 @@ class AssistantScript(DefaultScript):
         compaction changed the history."""
         usage = self.context_usage() if config["compact_enabled"] else None
         emergency = yield self.emergency_compaction(character, config, usage)
-        event = self.pop_event()
-        if event is None:
+        heard = self.pop_event(lambda event: self.hear(character, event, config))
+        if heard is None:
             # A due reflection comes first: it reads what the turns before it journaled,
             # and it is not idleness (the tick does not count toward sleep).
             reflection = yield reflect_if_due(self, character, config)
@@ -363,18 +363,7 @@ class AssistantScript(DefaultScript):
             pursued = yield pursue_goals(self, character, config)
             return dict(pursued or {"status": "idle"}, mode="awake", emergency=emergency)
         self.ndb.idle_ticks = 0
-        with transaction.atomic():  # the line heard and its note in working memory: one commit
-            stored = self.append_message(
-                {
-                    "role": "user",
-                    "content": render_event(event),
-                    "metadata": with_audience(
-                        {"event": event.get("type"), "speaker": event.get("speaker")},
-                        event_audience(event),
-                    ),
-                }
-            )
-            note_conversation(character, event, config["working_memory_ttl"])
+        event, stored = heard
         event = dict(event, in_history=True, message_id=stored["id"])
         assessment = yield self.assess(event, config)
         loop = yield run_react_loop(
@@ -404,6 +393,25 @@ class AssistantScript(DefaultScript):
             return dict(outcome, status=loop.stop_reason)
         self.ndb.consecutive_errors = 0
         return dict(outcome, status="replied" if loop.said else "acted", reply=" ".join(loop.said))
+
+    def hear(self, character, event, config):
+        """Put an event's line in history and its note in working memory.
+
+        Returns:
+            tuple: The event and the stored message.
+        """
+        stored = self.append_message(
+            {
+                "role": "user",
+                "content": render_event(event),
+                "metadata": with_audience(
+                    {"event": event.get("type"), "speaker": event.get("speaker")},
+                    event_audience(event),
+                ),
+            }
+        )
+        note_conversation(character, event, config["working_memory_ttl"])
+        return event, stored
 
     def assess(self, event, config):
         """Ask the model to assess a turn that is not plain conversation, when

@@ -8,7 +8,7 @@ the database; like ``helpers.idle_checks`` it is this process's memory, and a re
 counts again.
 """
 
-from django.db import connection
+from django.db import connection, transaction
 from evennia.utils import logger
 
 from .models import PendingEvent
@@ -42,22 +42,50 @@ def queue_event(script, event, limit):
     return dropped
 
 
-def pop_event(script):
-    """Remove and return the oldest event waiting for ``script``, or None."""
+def pop_event(script, handle=None):
+    """Remove the oldest event waiting for ``script`` and return it, or None.
+
+    Args:
+        handle (callable, optional): Called with the event in the transaction that removes
+            it, so that its writes and the removal commit together (a line is not lost
+            between the queue and what the tick makes of it); its result is returned in
+            place of the event. If it raises, the transaction rolls back and the event is
+            removed on its own, logged: one that cannot be handled does not come back on
+            every tick.
+    """
     if not _waiting(script):
         return None
-    rows = select_rows(
-        PendingEvent, ["id", "event"], "db_script_id = %s", [script.id], "ORDER BY id LIMIT 1"
-    )
-    if not rows:
-        script.ndb.pending_event_count = 0
-        return None
-    number, event = rows[0]
+    number = None
+    try:
+        with transaction.atomic():
+            rows = select_rows(
+                PendingEvent,
+                ["id", "event"],
+                "db_script_id = %s",
+                [script.id],
+                "ORDER BY id LIMIT 1",
+            )
+            if not rows:
+                script.ndb.pending_event_count = 0
+                return None
+            number, event = rows[0]
+            _delete(number)
+            result = event if handle is None else handle(event)
+    except Exception:
+        script.ndb.pending_event_count = None  # counted again
+        if number is not None:
+            _delete(number)
+            logger.log_warn(f"AI {script.label}: dropped event #{number}, which failed")
+        raise
+    script.ndb.pending_event_count -= 1
+    return result
+
+
+def _delete(number):
+    """Delete the pending event row ``number``."""
     table = connection.ops.quote_name(PendingEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {table} WHERE id = %s", [number])
-    script.ndb.pending_event_count -= 1
-    return event
 
 
 def has_pending_events(script):

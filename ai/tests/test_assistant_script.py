@@ -109,6 +109,23 @@ class TestEvents(AssistantTestCase):
             self.assertFalse(self.script.has_pending_events())
         self.assertEqual(len(queries), 0)
 
+    def test_an_event_that_cannot_be_heard_is_dropped_whole_and_the_next_is_heard(self):
+        # A game's own code queued a line whose words are not text: its note in working
+        # memory fails after the line was appended, in the transaction that took the event.
+        self.script.queue_event({"type": "speech", "speaker": self.char1.dbref, "text": 42})
+        self.char1.execute_cmd("say the gate opens at dawn")
+        with patch("ai.event_queue.logger.log_warn") as log_warn:
+            with patch("ai.assistant_script.logger.log_trace"):
+                self.assertEqual(self.tick()["status"], "error")
+        self.assertIn("dropped event", log_warn.call_args.args[0])
+        self.assertEqual(self.script.conversation_history, [])  # the line went with it
+        self.assertEqual(
+            [event["text"] for event in self.script.pending_events()], ["the gate opens at dawn"]
+        )
+        self.assertTrue(self.script.has_pending_events())
+        self.assertEqual(self.tick()["event"]["text"], "the gate opens at dawn")
+        self.assertEqual(self.tick()["status"], "idle")
+
     def test_an_upgrade_moves_the_attributes_that_held_events_and_runs_into_rows(self):
         migration = import_module("ai.migrations.0022_pending_events_and_model_runs")
         self.script.attributes.add(
