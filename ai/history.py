@@ -27,6 +27,7 @@ from .models import ConversationMessage, HistoryCounter
 from .prompt_assembly import history_units, unit_start
 from .utils.message_format import StoredMessage, validate_message
 from .utils.raw_rows import insert_row
+from .utils.thread_pools import LazyPool
 from .utils.token_counter import count_message_tokens, counting_key, kept_message_tokens
 
 _COUNTER_TABLE = HistoryCounter._meta.db_table
@@ -49,6 +50,11 @@ _IDS_PER_QUERY = 500
 # every assistant together may take (at least one page a turn).
 WARM_PAGE = 250
 WARM_SLICE_S = 0.005
+# Reads of many messages (a compaction's) run here, off the reactor, a page at a time: on
+# SQLite (its rollback journal) a write from the reactor waits for a read's statement to
+# end, so a page keeps that wait to a few milliseconds. One thread: the reads are short.
+READS = LazyPool("ai-history-reads", lambda: 1)
+READ_PAGE = 1000
 # Messages read on each side of one to find its tool-call unit: more than a tick's calls.
 _UNIT_SCAN = 64
 _SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
@@ -278,8 +284,8 @@ class ConversationHistory:
 
     def _extend_tail(self, message, before, revision):
         """Add an appended message to the held tail, if the tail was current before it."""
-        tail = self.script.ndb.live_tail
-        if tail is None or (tail.revision, tail.counted_for) != (before, self.counted_for):
+        tail = self._current_tail(before)
+        if tail is None:
             self.script.ndb.live_tail = None
             return
         tail.messages.append(message)
@@ -305,9 +311,7 @@ class ConversationHistory:
             RecentHistory: The messages, with the count and tokens of those before them.
         """
         revision, live_tokens, live_count = self._state()
-        tail = self.script.ndb.live_tail
-        if tail is not None and (tail.revision, tail.counted_for) != (revision, self.counted_for):
-            tail = None
+        tail = self._current_tail(revision)
         wanted = max(tokens, tail.wanted if tail else 0)
         while True:
             if tail is None or not (tail.complete or tail.tokens >= tokens):
@@ -326,18 +330,23 @@ class ConversationHistory:
         is not a tool result; or all of them.
 
         Enough to find where a compaction splits the history (``ai.sleep.compaction``)
-        without reading what it preserves.
+        without reading what it preserves. The tail held in memory serves when it is
+        current and holds them.
 
         Args:
             tokens (int or float): Tokens the messages must exceed together.
             count (int): Messages they must outnumber.
 
         Returns:
-            RecentHistory: ``{id, position, role, token_count}`` dicts, with ``tool_calls``
-            and ``tool_call_id`` where the message has them, oldest first; with the
-            revision they were read at and the count and tokens of the messages before them.
+            RecentHistory: ``{id, position, role, token_count}`` dicts (the whole messages
+            when held), with ``tool_calls`` and ``tool_call_id`` where the message has them,
+            oldest first; with the revision they were read at and the count and tokens of
+            the messages before them.
         """
         revision, live_tokens, live_count = self._state()
+        held = self._held_outline(tokens, count, revision, live_tokens, live_count)
+        if held is not None:
+            return held
         limit = _rows_holding(tokens, live_tokens, live_count) + count
         while True:
             with connection.cursor() as cursor:
@@ -355,6 +364,31 @@ class ConversationHistory:
                     outline, live_count - len(outline), live_tokens - held, revision
                 )
             limit *= 2
+
+    def _held_outline(self, tokens, count, revision, live_tokens, live_count):
+        """Return :meth:`newest_outline`'s messages from the tail held in memory, or None
+        when it is not current or does not hold them."""
+        tail = self._current_tail(revision)
+        messages, held = (tail.messages if tail else []), 0
+        for start in range(len(messages) - 1, -1, -1):
+            held += messages[start]["token_count"]
+            if (
+                held > tokens
+                and len(messages) - start > count
+                and messages[start]["role"] != "tool"
+            ):
+                outline = messages[start:]
+                return RecentHistory(
+                    outline, live_count - len(outline), live_tokens - held, revision
+                )
+        return None
+
+    def _current_tail(self, revision):
+        """Return the tail held in memory if it is current at ``revision``, else None."""
+        tail = self.script.ndb.live_tail
+        if tail is not None and (tail.revision, tail.counted_for) == (revision, self.counted_for):
+            return tail
+        return None
 
     def _load_tail(self, wanted, revision, live_tokens, live_count):
         """Read the newest live messages holding at least ``wanted`` tokens, newest pages first."""
@@ -442,15 +476,17 @@ class ConversationHistory:
             return counter.revision, counter.live_tokens, counter.live_count
         return row
 
-    def _read(self, condition, params):
-        """Return the messages of this script matching the SQL ``condition``, oldest first.
+    def _read(self, condition, params, limit=None):
+        """Return the messages of this script matching the SQL ``condition``, oldest first
+        (the first ``limit`` of them, if given).
 
         Raw SQL: at thousands of messages, the ORM's per-row conversion costs more than the
         query itself (see docs/benchmarks.md).
         """
+        tail = "" if limit is None else f" LIMIT {int(limit)}"
         with connection.cursor() as cursor:
             cursor.execute(
-                f"{_SELECT_MESSAGES} AND {condition} ORDER BY position, id",
+                f"{_SELECT_MESSAGES} AND {condition} ORDER BY position, id{tail}",
                 [self.script.id, *params],
             )
             return [_columns_to_message(columns) for columns in cursor.fetchall()]
@@ -772,6 +808,42 @@ class ConversationHistory:
         if before is None:
             return self._read("is_live = %s", [True])
         return self._read("is_live = %s AND position < %s", [True, before])
+
+    def read_messages(self, before=None):
+        """Return :meth:`messages` read off the reactor: in a thread of ``READS``, a page of
+        ``READ_PAGE`` at a time, each page a statement of its own.
+
+        Inside a transaction they are read at once, on its connection: another would not
+        see what it wrote. Pages read outside one may straddle a write made meanwhile; a
+        caller that must know checks the counter's revision afterwards (as
+        :meth:`replace_with_summaries` does with ``read_at``).
+
+        Returns:
+            Deferred: Fires with the messages, oldest first.
+        """
+        if connection.in_atomic_block:
+            return defer.succeed(self.messages(before))
+        return READS.run(self._read_pages, before)
+
+    def _read_pages(self, before):
+        """Read :meth:`messages` page by page, then close this thread's connection (an open
+        one would keep PostgreSQL from dropping a test database)."""
+        try:
+            messages, condition, params = [], "is_live = %s", [True]
+            if before is not None:
+                condition, params = f"{condition} AND position < %s", [True, before]
+            while True:
+                after = messages[-1]["position"] if messages else None
+                page = self._read(
+                    condition if after is None else f"{condition} AND position > %s",
+                    params if after is None else [*params, after],
+                    READ_PAGE,
+                )
+                messages.extend(page)
+                if len(page) < READ_PAGE:
+                    return messages
+        finally:
+            connection.close()
 
     def totals(self):
         """Return ``(live_tokens, live_count)`` in one indexed read."""

@@ -121,7 +121,7 @@ def compact_assistant_runs(script, character, plan, before, config, extract=None
         smaller).
     """
     kind = plan.kind
-    older, _ = old_messages(script, kind, before, config, with_pinned=True)
+    older, _ = yield old_messages(script, kind, before, config, with_pinned=True)
     runs = find_runs(older)
     if not runs:
         return skipped(

@@ -4,6 +4,7 @@ replacements, and the results of one that ran or did not."""
 
 from django.db import transaction
 from evennia.utils import logger
+from twisted.internet import defer
 
 from ..audience import with_audience
 from ..config import compact_strategy
@@ -59,19 +60,24 @@ def preserve_start(newest, preserve_count, keep_tokens):
     return unit_start(newest, boundary)
 
 
+@defer.inlineCallbacks
 def messages_to_compact(store, preserve_count, keep_tokens, with_pinned=False):
     """Return the live messages that :func:`split_history` would not preserve, and the
-    history's revision when they were read.
+    history's revision when the split was found.
 
     The split is found in an outline of the newest messages (ids, roles, tool calls and
-    token counts); only the messages before it are read whole. Pinned ones are left out
-    unless ``with_pinned``: a pin holds a whole tool-call unit (see
+    token counts); only the messages before it are read whole, off the reactor
+    (``ConversationHistory.read_messages``). Pinned ones are left out unless
+    ``with_pinned``: a pin holds a whole tool-call unit (see
     ``ConversationHistory.set_pinned``).
+
+    Returns:
+        Deferred: Fires with ``(messages, revision)``.
     """
     newest = store.newest_outline(keep_tokens, preserve_count)
     start = preserve_start(newest, preserve_count, keep_tokens)
     before = newest[start]["position"] if start < len(newest) else None
-    older = store.messages(before=before)
+    older = yield store.read_messages(before)
     if not with_pinned:
         older = [message for message in older if not message.get("pinned")]
     return older, newest.revision
@@ -89,6 +95,9 @@ def old_messages(script, kind, before, config, with_pinned=False, floor=None):
         floor (int, optional): Messages kept at least, in place of ``compact_preserve_window``
             (an escalating compaction lowers it, see ``ai.sleep.escalation``); with a floor,
             the preserved tokens are halved too.
+
+    Returns:
+        Deferred: Fires with ``(messages, revision)`` (see :func:`messages_to_compact`).
     """
     keep = 0 if kind == "manual" else preserve_tokens(before, kind_threshold(config, kind))
     count = config["compact_preserve_window"] if floor is None else floor

@@ -123,9 +123,9 @@ def compact_conversation_history(
         return skipped("a compaction is already running")
     strategy = compact_strategy(config)
     if kind == "manual" or strategy == "masking":
-        to_compact, read_at = old_messages(script, kind, before, config)
+        to_compact, read_at = yield old_messages(script, kind, before, config)
     else:
-        to_compact, read_at = summary_split(script, kind, before, config)
+        to_compact, read_at = yield summary_split(script, kind, before, config)
     if not to_compact:
         return within_preserve_window(before, config)
     tokens = sum(message["token_count"] for message in to_compact)
@@ -360,7 +360,7 @@ def compact_hybrid(script, character, plan, before, config, extract=None):
     # A builder who asks for a compaction gets one: the summary, when masking did nothing.
     if now.usage < limit and (masked.get("success") or plan.kind != "manual"):
         return {**masked, "strategy": "hybrid"}
-    to_compact, read_at = old_messages(script, plan.kind, now, config)
+    to_compact, read_at = yield old_messages(script, plan.kind, now, config)
     tokens = sum(message["token_count"] for message in to_compact)
     summarized = replace(
         plan,

@@ -118,6 +118,7 @@ def refused_before(script, kind, messages):
     return (script.ndb.refused_compactions or {}).get(kind) == attempt_key(messages)
 
 
+@defer.inlineCallbacks
 def summary_split(script, kind, before, config):
     """Return the messages an automatic summary replaces and their revision.
 
@@ -125,14 +126,17 @@ def summary_split(script, kind, before, config):
     refused before: then the smaller floor's (which may be no better; the strategy then
     makes no model call and the compaction escalates). When the frame alone reaches the
     threshold, no floor is lowered: nothing would make room.
+
+    Returns:
+        Deferred: Fires with ``(messages, revision)``.
     """
-    messages, read_at = old_messages(script, kind, before, config)
+    messages, read_at = yield old_messages(script, kind, before, config)
     model = script.history.model
     if worth_summarizing(messages, model) and not refused_before(script, kind, messages):
         return messages, read_at
     if frame_leaves_no_room(before, kind_threshold(config, kind)):
         return messages, read_at
-    return old_messages(script, kind, before, config, floor=1)
+    return (yield old_messages(script, kind, before, config, floor=1))
 
 
 def needs_room(script, character, kind, config, result):
@@ -179,12 +183,12 @@ def make_room(script, character, kind, config, result, extract=None, usage=None)
         now = now or measure_context(script, character)
         if now.usage < threshold or frame_leaves_no_room(now, threshold):
             break
-        messages, read_at = _older(script, kind, now, config, keep_summaries)
+        messages, read_at = yield _older(script, kind, now, config, keep_summaries)
         extracted = getattr(extract, "ran", False)
         if messages and runner is archive_oldest and extract and not extracted:
             yield extract()
             now = measure_context(script, character)
-            messages, read_at = _older(script, kind, now, config, keep_summaries)
+            messages, read_at = yield _older(script, kind, now, config, keep_summaries)
         if not messages:
             continue
         tokens = sum(message["token_count"] for message in messages)
@@ -204,10 +208,12 @@ def make_room(script, character, kind, config, result, extract=None, usage=None)
     return {**final, "escalation": {"first": brief(result), **steps}}
 
 
+@defer.inlineCallbacks
 def _older(script, kind, usage, config, keep_summaries):
-    """Return the messages older than the smaller preserve floor, and their revision;
-    without the summaries that open the history when ``keep_summaries``."""
-    messages, read_at = old_messages(script, kind, usage, config, floor=1)
+    """Return a Deferred firing with the messages older than the smaller preserve floor,
+    and their revision; without the summaries that open the history when
+    ``keep_summaries``."""
+    messages, read_at = yield old_messages(script, kind, usage, config, floor=1)
     while keep_summaries and messages and is_summary(messages[0]):
         messages = messages[1:]
     return messages, read_at

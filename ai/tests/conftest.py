@@ -4,8 +4,12 @@ import pytest
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _evennia_initialised(django_db_blocker):
-    """Run `evennia._init()` so that `evennia.create_object` and friends exist."""
+def _evennia_initialised(django_db_setup, django_db_blocker):
+    """Run `evennia._init()` so that `evennia.create_object` and friends exist.
+
+    After the test database is set up: a connection opened before would stay on a private
+    in-memory database, which a worker thread's connection cannot see
+    (``AssistantTransactionTestCase``)."""
     import evennia
     from django.conf import settings
     from evennia.utils import logger

@@ -12,12 +12,13 @@ import sys
 import threading
 import types
 
-from django.test import override_settings
+from django.test import TransactionTestCase, override_settings
 from evennia.utils import create
 from evennia.utils.test_resources import (
     DEFAULT_SETTINGS,
     BaseEvenniaCommandTest,
     BaseEvenniaTest,
+    EvenniaTestMixin,
 )
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
@@ -297,6 +298,12 @@ class AssistantTestCase(WithAssistant, BaseEvenniaTest):
             self.hear(text)
             self.llm = llm
             return self.tick()
+
+
+@WITH_THIS_APP
+class AssistantTransactionTestCase(WithAssistant, EvenniaTestMixin, TransactionTestCase):
+    """An assistant test whose writes commit, as in a server, so that what a worker thread
+    reads on its own connection sees them; every table is emptied after each test."""
 
 
 class ScriptedLLM:

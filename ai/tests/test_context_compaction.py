@@ -4,7 +4,9 @@ import json
 from itertools import accumulate
 from unittest.mock import patch
 
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from evennia.utils.idmapper.models import flush_cache
 from twisted.internet import defer
 
@@ -14,7 +16,7 @@ from ai.llm_interaction import SUMMARY_MAX_WORDS, SUMMARY_REQUEST
 from ai.models import ConversationMessage
 from ai.prompt_assembly import history_units
 from ai.sleep import run_sleep_tick
-from ai.sleep.common import messages_to_compact, split_history
+from ai.sleep.common import messages_to_compact, preserve_start, split_history
 from ai.sleep.compaction import compact_conversation_history
 from ai.sleep.escalation import smallest_window
 from ai.sleep.summarizing import MIN_CHUNK_TOKENS, SUMMARY_ANSWER_TOKENS
@@ -494,10 +496,24 @@ class TestBeyondTheSeeds(CompactionTestCase):
         for preserve, keep in cases:
             with self.subTest(preserve=preserve, keep=keep):
                 expected = whole_history_split(history, preserve, keep)
-                to_compact, read_at = messages_to_compact(store, preserve, keep)
+                to_compact, read_at = wait_for(messages_to_compact(store, preserve, keep))
                 self.assertEqual(to_compact, expected)
                 self.assertEqual(split_history(history, preserve, keep, 1)[0], expected)
                 self.assertEqual(read_at, store.newest_outline(0, 0).revision)
+        # With the newest messages held in memory (as after a tick), the split is found in
+        # them: the outline costs the counter's read alone, and splits where it did.
+        store.recent(sum(m["token_count"] for m in history[-70:]))
+        for preserve, keep in cases:
+            compacted = whole_history_split(history, preserve, keep)
+            with self.subTest(preserve=preserve, keep=keep, held=True):
+                with CaptureQueriesContext(connection) as queries:
+                    newest = store.newest_outline(keep, preserve)
+                start = preserve_start(newest, preserve, keep)
+                split = newest[start]["position"] if start < len(newest) else None
+                kept = history[len(compacted) :]
+                self.assertEqual(split, kept[0]["position"] if kept else None)
+                if preserve < 60 and keep < newest_tokens[50]:
+                    self.assertEqual(len(queries), 1)
 
     def test_the_preserve_window_keeps_the_recent_messages_within_20_percent_of_the_context(self):
         fill(self.script)
