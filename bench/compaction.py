@@ -106,8 +106,12 @@ def prepared_assistant(rows, key):
     """Return a new assistant whose history is ``rows``, its window sized to fit them.
 
     The window is set so that history fills ``HISTORY_SHARE`` of it, which makes the 20%
-    preserve share keep about a quarter of the history.
+    preserve share keep about a quarter of the history. The newest messages a prompt of
+    that window may send are held in memory, as a game's ticks (and a server start's
+    warming) leave them before any compaction.
     """
+    from ai.llm_interaction import context_window
+
     character = new_assistant(key=key)
     script = character.assistant_script
     script.stop()
@@ -115,6 +119,7 @@ def prepared_assistant(rows, key):
     window = int(sum(tokens for _, tokens in rows) / HISTORY_SHARE)
     script.set_config("max_context_tokens", window)
     script.set_config("compact_preserve_window", PRESERVE_WINDOW)
+    script.history.recent(context_window(script))
     return script, character
 
 
