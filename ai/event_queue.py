@@ -8,7 +8,7 @@ the database; like ``helpers.idle_checks`` it is this process's memory, and a re
 counts again.
 """
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from evennia.utils import logger
 
 from .models import PendingEvent
@@ -51,41 +51,44 @@ def pop_event(script, handle=None):
             between the queue and what the tick makes of it); its result is returned in
             place of the event. If it raises, the transaction rolls back and the event is
             removed on its own, logged: one that cannot be handled does not come back on
-            every tick.
+            every tick. A database that failed to operate (a lock held too long) drops
+            nothing: the event waits for the next tick.
     """
     if not _waiting(script):
         return None
-    number = None
+    rows = select_rows(
+        PendingEvent, ["id", "event"], "db_script_id = %s", [script.id], "ORDER BY id LIMIT 1"
+    )
+    if not rows:
+        script.ndb.pending_event_count = 0
+        return None
+    number, event = rows[0]
     try:
+        # The removal first: on SQLite a transaction that read before it wrote could not
+        # wait for another writer's lock, and would fail at once.
         with transaction.atomic():
-            rows = select_rows(
-                PendingEvent,
-                ["id", "event"],
-                "db_script_id = %s",
-                [script.id],
-                "ORDER BY id LIMIT 1",
-            )
-            if not rows:
-                script.ndb.pending_event_count = 0
+            if not _delete(number):
+                script.ndb.pending_event_count = None  # taken meanwhile: counted again
                 return None
-            number, event = rows[0]
-            _delete(number)
             result = event if handle is None else handle(event)
+    except OperationalError:
+        script.ndb.pending_event_count = None
+        raise
     except Exception:
-        script.ndb.pending_event_count = None  # counted again
-        if number is not None:
-            _delete(number)
-            logger.log_warn(f"AI {script.label}: dropped event #{number}, which failed")
+        script.ndb.pending_event_count = None
+        _delete(number)
+        logger.log_warn(f"AI {script.label}: dropped event #{number}, which failed")
         raise
     script.ndb.pending_event_count -= 1
     return result
 
 
 def _delete(number):
-    """Delete the pending event row ``number``."""
+    """Delete the pending event row ``number``; return whether it was there."""
     table = connection.ops.quote_name(PendingEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {table} WHERE id = %s", [number])
+        return cursor.rowcount > 0
 
 
 def has_pending_events(script):

@@ -69,8 +69,8 @@ class ConversationMessage(models.Model):
         indexes = [
             models.Index(fields=("db_script", "is_live", "position"), name="ai_live_idx"),
             # Partial: the archiving UPDATE of a compaction adds each row it archives, where
-            # a whole index also removed it from the NULLs (15,000 rows on SQLite: about 27
-            # ms instead of 38; see docs/benchmarks.md). A lookup by summary (``= id``)
+            # a whole index also removed it from the NULLs (15,000 rows on SQLite: about 30
+            # ms instead of 43; see docs/benchmarks.md). A lookup by summary (``= id``)
             # implies the condition, so SQLite and PostgreSQL both use it.
             models.Index(
                 fields=("replaced_by",),

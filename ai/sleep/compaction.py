@@ -122,10 +122,14 @@ def compact_conversation_history(
     if script.ndb.compacting:
         return skipped("a compaction is already running")
     strategy = compact_strategy(config)
-    if kind == "manual" or strategy == "masking":
-        to_compact, read_at = yield old_messages(script, kind, before, config)
-    else:
-        to_compact, read_at = yield summary_split(script, kind, before, config)
+    script.ndb.compacting = True  # from here: the messages are read in a worker thread
+    try:
+        if kind == "manual" or strategy == "masking":
+            to_compact, read_at = yield old_messages(script, kind, before, config)
+        else:
+            to_compact, read_at = yield summary_split(script, kind, before, config)
+    finally:
+        script.ndb.compacting = False
     if not to_compact:
         return within_preserve_window(before, config)
     tokens = sum(message["token_count"] for message in to_compact)

@@ -239,6 +239,25 @@ class WithAssistant:
         forget_refusals()
         self.addCleanup(forget_refusals)
 
+    def tick(self):
+        """Run one tick through ``at_repeat`` and return its result dict."""
+        return wait_for(self.script.at_repeat())
+
+    def hear(self, text, speaker=None):
+        """Queue ``text`` as said by ``speaker`` (Char by default), as the room would."""
+        speaker = speaker or self.char1
+        self.script.queue_event(
+            {"type": "speech", "speaker": speaker.dbref, "speaker_name": speaker.key, "text": text}
+        )
+
+    def tick_on(self, *steps, text):
+        """Hear ``text``, then run one tick on a scripted model (kept as ``self.llm``)."""
+        with ScriptedLLM(*steps) as llm:
+            self.script.set_config("llm_model", llm.model)
+            self.hear(text)
+            self.llm = llm
+            return self.tick()
+
 
 def freeze_loaded_objects():
     """Freeze what the test process holds once it is loaded (Django, Evennia, torch, Mem0),
@@ -279,25 +298,6 @@ class AssistantCommandTestCase(WithAssistant, BaseEvenniaCommandTest):
 @WITH_THIS_APP
 class AssistantTestCase(WithAssistant, BaseEvenniaTest):
     """An Evennia test with an assistant in Room beside Char and Char2."""
-
-    def tick(self):
-        """Run one tick through ``at_repeat`` and return its result dict."""
-        return wait_for(self.script.at_repeat())
-
-    def hear(self, text, speaker=None):
-        """Queue ``text`` as said by ``speaker`` (Char by default), as the room would."""
-        speaker = speaker or self.char1
-        self.script.queue_event(
-            {"type": "speech", "speaker": speaker.dbref, "speaker_name": speaker.key, "text": text}
-        )
-
-    def tick_on(self, *steps, text):
-        """Hear ``text``, then run one tick on a scripted model (kept as ``self.llm``)."""
-        with ScriptedLLM(*steps) as llm:
-            self.script.set_config("llm_model", llm.model)
-            self.hear(text)
-            self.llm = llm
-            return self.tick()
 
 
 @WITH_THIS_APP

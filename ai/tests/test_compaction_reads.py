@@ -1,15 +1,18 @@
-"""A compaction reads the messages it replaces off the reactor, a page at a time."""
+"""A compaction reads the messages it replaces off the reactor, a page at a time; a tick
+meets a queue another connection has locked."""
 
 import threading
+from unittest import skipUnless
 from unittest.mock import patch
 
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from twisted.internet import reactor
 from twisted.internet.threads import blockingCallFromThread
 
+from ai.commands.compaction import compaction_running
 from ai.history import ConversationHistory
-from ai.models import ConversationMessage
+from ai.models import ConversationMessage, PendingEvent
 from ai.sleep.compaction import compact_conversation_history
 from ai.utils.message_format import is_summary
 
@@ -54,7 +57,10 @@ class TestCompactionReadsOffTheReactor(AssistantTransactionTestCase):
         return result, llm, reactor_queries
 
     def test_the_old_messages_are_read_in_a_thread_in_pages_and_all_summarized(self):
+        running = []  # what a builder's aicompact or undo would be told meanwhile
+        self.during_read = lambda: running.append(compaction_running(self.script))
         result, llm, reactor_queries = self.compact()
+        self.assertEqual(running, [True])
         self.assertTrue(result["success"], result)
         self.assertEqual(result["compacted_messages"], 20)
         self.assertEqual(self.pages, [7, 7, 6])
@@ -87,3 +93,29 @@ class TestCompactionReadsOffTheReactor(AssistantTransactionTestCase):
         self.assertEqual(
             [m["content"] for m in history[1:]], [*LINES[20:], 'Char2 says, "A late line."']
         )
+
+
+@skipUnless(connection.vendor == "sqlite", "SQLite's shared-cache table lock")
+class TestAnEventWhileTheDatabaseIsLocked(AssistantTransactionTestCase):
+    def test_a_locked_queue_fails_the_tick_and_keeps_the_line_for_the_next(self):
+        self.char1.execute_cmd("say the gate opens at dawn")
+        locked, release, done = threading.Event(), threading.Event(), threading.Event()
+
+        def hold_the_queue():  # another connection reading the queue in a transaction
+            with transaction.atomic():
+                list(PendingEvent.objects.all())
+                locked.set()
+                release.wait()
+            connection.close()
+            done.set()
+
+        threading.Thread(target=hold_the_queue, daemon=True).start()
+        locked.wait()
+        try:
+            with patch("ai.assistant_script.logger.log_trace"):
+                self.assertEqual(self.tick()["status"], "error")
+        finally:
+            release.set()
+            done.wait()
+        self.assertEqual(self.script.conversation_history, [])
+        self.assertEqual(self.tick()["event"]["text"], "the gate opens at dawn")
