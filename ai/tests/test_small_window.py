@@ -1,10 +1,13 @@
 """A fixed prompt that fills much of a small window: the preserved tail adapts, automatic
 compactions escalate and converge, and no call is sent over the window (issue 19)."""
 
+from unittest.mock import patch
+
 from django.utils.timezone import now
 
 from ai.context_usage import ContextUsage
 from ai.helpers.journal import journal_entries
+from ai.history import ConversationHistory
 from ai.models import CompactionRecord
 from ai.prompt_contexts import CONTEXT_TICK_EVENT
 from ai.sleep import run_sleep_tick
@@ -14,7 +17,13 @@ from ai.sleep.undo import undo_last_compaction
 from ai.tools import ToolContext, execute_tool
 from ai.utils.markers import ARCHIVE_MARKER, SAID_HEADER
 
-from .support import AssistantTestCase, ScriptedLLM, store_window, wait_for
+from .support import (
+    AssistantTestCase,
+    AssistantTransactionTestCase,
+    ScriptedLLM,
+    store_window,
+    wait_for,
+)
 
 WINDOW = 2500
 # Lines of a long system prompt, as a game's own lore would make it: with them the frame is
@@ -26,7 +35,9 @@ LORE = "\n".join(
 LONG_SUMMARY = "- <a line of summary that says far too much about very little>\n" * 60
 
 
-class SmallWindowCase(AssistantTestCase):
+class SmallWindow:
+    """Mixed into an assistant test case: a window whose frame is over half of it."""
+
     def setUp(self):
         super().setUp()
         self.script.set_config(
@@ -43,6 +54,10 @@ class SmallWindowCase(AssistantTestCase):
         return self.script.append_message({"role": "user", "content": f'Char says, "{text}"'})
 
 
+class SmallWindowCase(SmallWindow, AssistantTestCase):
+    pass
+
+
 class TestPreservedTail(SmallWindowCase):
     def test_the_preserved_tail_is_a_share_of_the_room_history_has(self):
         roomy = ContextUsage(
@@ -56,7 +71,7 @@ class TestPreservedTail(SmallWindowCase):
 
 
 class TestConvergence(SmallWindowCase):
-    def test_ticks_of_new_messages_compact_and_converge_without_repeating_a_refusal(self):
+    def test_ticks_compact_and_converge_without_repeating_a_refusal(self):
         """Every summary is refused as not smaller: the compaction archives instead, each
         emergency brings usage under the threshold, and no summary is tried twice."""
         with ScriptedLLM(*[LONG_SUMMARY] * 40, provider="summarizer") as summarizer:
@@ -75,6 +90,24 @@ class TestConvergence(SmallWindowCase):
         self.assertEqual(len(transcripts), len(set(transcripts)), "a refused summary came back")
         archived = CompactionRecord.objects.filter(db_script_id=self.script.id, strategy="archive")
         self.assertTrue(archived.exists())
+
+
+class TestConvergenceOutsideATransaction(SmallWindow, AssistantTransactionTestCase):
+    """As in a server: each compaction, and each step of its escalation, reads the
+    messages it replaces in a worker thread."""
+
+    def test_ticks_of_new_messages_compact_and_converge_reading_in_a_thread(self):
+        reads, read_pages = [], ConversationHistory._read_pages
+
+        def counted(store, before):
+            reads.append(before)
+            return read_pages(store, before)
+
+        with patch.object(ConversationHistory, "_read_pages", counted):
+            TestConvergence.test_ticks_compact_and_converge_without_repeating_a_refusal(self)
+        records = CompactionRecord.objects.filter(db_script_id=self.script.id).count()
+        self.assertGreaterEqual(len(reads), records)
+        self.assertGreaterEqual(records, 2)
 
 
 class TestNoCallWasted(SmallWindowCase):
