@@ -29,7 +29,7 @@ from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .llm_interaction import resolve_model
 from .log_channel import open_log_channel
-from .process_start import start_process
+from .process_start import restart_in_turns, start_process
 from .prompt_contexts import (
     CONTEXT_TICK_EVENT,
     EXECUTION_CONFIG_DEFAULTS,
@@ -92,10 +92,23 @@ class AssistantScript(DefaultScript):
     # configuration ---------------------------------------------------------------------
 
     def at_server_start(self):
-        """Load what the process shares once (``ai.process_start``). Nothing is read of the
-        script itself: Evennia calls every script's hook in one loop, and a read costs a
-        query per script on a cold cache (``bench/startup.py``)."""
+        """Load what the process shares once (``ai.process_start``). Next to nothing is read
+        of the script itself: Evennia calls every script's hook in one loop, and a read costs
+        a query per script on a cold cache (``bench/startup.py``)."""
         start_process(self)
+
+    def _unpause_task(self, *args, auto_unpause=False, **kwargs):
+        """Restart the timer a reload or shutdown paused.
+
+        Evennia's start loop restarts every script's timer in one go, a dozen queries
+        each (with 50 assistants, half a second in which nothing else runs;
+        ``bench/startup.py``): from that loop, the restart waits its turn
+        (``ai.process_start.restart_in_turns``). Any other unpause is Evennia's own.
+        """
+        if auto_unpause and self.ndb._task is None and not args and not kwargs:
+            restart_in_turns(self, super()._unpause_task)
+        else:
+            super()._unpause_task(*args, auto_unpause=auto_unpause, **kwargs)
 
     def at_server_reload(self):
         """Write what waits in memory: the usage rows (``ai.usage_history``) and the sleep's

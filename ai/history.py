@@ -13,13 +13,12 @@ and followed by another, is never mistaken for the held copy's.
 
 import json
 import random
-import time
 from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
-from twisted.internet import defer, task
+from twisted.internet import defer
 
 from .audience import may_hear, message_audience
 from .fields import restore_nul, restore_nul_json
@@ -27,6 +26,7 @@ from .models import ConversationMessage, HistoryCounter
 from .prompt_assembly import history_units, unit_start
 from .utils.message_format import StoredMessage, validate_message
 from .utils.raw_rows import insert_row
+from .utils.reactor_turns import in_turns
 from .utils.thread_pools import LazyPool
 from .utils.token_counter import count_message_tokens, counting_key, kept_message_tokens
 
@@ -46,10 +46,8 @@ _COLUMNS = (
 )
 # Ids one query names at most: SQLite's older builds allow 999 parameters.
 _IDS_PER_QUERY = 500
-# Messages ``warm`` reads at a time, and the seconds of a reactor turn that the warming of
-# every assistant together may take (at least one page a turn).
+# Messages ``warm`` reads at a time, a step of ``ai.utils.reactor_turns``.
 WARM_PAGE = 250
-WARM_SLICE_S = 0.005
 # Reads of many messages (a compaction's) run here, off the reactor, a page at a time: on
 # SQLite (its rollback journal) a write from the reactor waits for a read's statement to
 # end, so a page keeps that wait to a few milliseconds. One thread: the reads are short.
@@ -409,17 +407,18 @@ class ConversationHistory:
 
         Read at once, a long history holds the reactor (2,000 messages: about 20 ms of a
         first tick), and a server's first ticks after a start all read theirs: the pages of
-        all the assistants warming take turns, ``WARM_SLICE_S`` of a reactor turn at most
-        (when each read one page every turn, 200 assistants after a start held the reactor
-        for 0.4-1 s a turn). A tail held already (current or not), or a history written to
-        meanwhile, is left to :meth:`recent`, which reads what it needs then.
+        all the assistants warming take turns, a few ms of a reactor turn at most
+        (``ai.utils.reactor_turns``; when each read one page every turn, 200 assistants
+        after a start held the reactor for 0.4-1 s a turn). A tail held already (current or
+        not), or a history written to meanwhile, is left to :meth:`recent`, which reads what
+        it needs then.
 
         Returns:
             Deferred: Fires with None once the tail is held (or left).
         """
         if self.script.ndb.live_tail is not None:
             return defer.succeed(None)  # held: ``recent`` checks it is current
-        return _WARMING.cooperate(self._warm_pages(tokens)).whenDone().addCallback(lambda _: None)
+        return in_turns(self._warm_pages(tokens)).addCallback(lambda _: None)
 
     def _warm_pages(self, tokens):
         """Read the pages of :meth:`warm`, yielding after each."""
@@ -964,13 +963,3 @@ def _forget(tail, count):
     tail.tokens -= sum(message["token_count"] for message in gone)
     tail.private -= sum(1 for message in gone if message_audience(message))
     del tail.messages[:count]
-
-
-def _warm_slice():
-    """Return what ends a reactor turn's warming: true once ``WARM_SLICE_S`` has passed."""
-    ends = time.monotonic() + WARM_SLICE_S
-    return lambda: time.monotonic() >= ends
-
-
-# The pages of every assistant's warming, in turns (see ``ConversationHistory.warm``).
-_WARMING = task.Cooperator(terminationPredicateFactory=_warm_slice)

@@ -14,6 +14,7 @@ from twisted.internet import defer
 from ai.helpers.call_log import RUNS_KEPT, note_run, recent_runs
 from ai.llm_interaction import LLMResult
 from ai.models import ModelRun
+from ai.process_start import restart_in_turns, start_process
 from ai.utils import gc_freeze
 from ai.utils.gc_freeze import freeze_when_loaded
 
@@ -197,12 +198,14 @@ class TestGcFreeze(AssistantTestCase):
         gc_freeze._frozen.clear()
 
     @override_settings(AI_GC_FREEZE=True)
-    def test_objects_alive_once_loading_ends_are_frozen_once_a_process(self):
+    def test_objects_alive_at_start_and_once_loading_ends_are_frozen_once_a_process(self):
         loading = defer.Deferred()
         freeze_when_loaded(loading)
-        self.assertEqual(gc.get_freeze_count(), 0, "not before the loading has ended")
+        at_start = gc.get_freeze_count()
+        self.assertGreater(at_start, 0, "what the server loaded already, at once")
+        loaded = [Cycle() for _ in range(100)]  # what the loading threads make
         loading.errback(RuntimeError("the embedder failed"))  # a failed load counts as ended
-        self.assertGreater(gc.get_freeze_count(), 0)
+        self.assertGreaterEqual(gc.get_freeze_count(), at_start + len(loaded))
         gc_freeze.SURVIVORS.stop()  # no collection may freeze anything from here on
         gc.unfreeze()
         freeze_when_loaded(defer.succeed(None))
@@ -257,3 +260,98 @@ class TestServerStart(AssistantTestCase):
         self.assertEqual(calls, ["calibrations", "log channel"], "once, not once a script")
         ours = [q["sql"] for q in queries.captured_queries if "memory_enabled" in q["sql"]]
         self.assertLessEqual(len(ours), 1, "the embedder's preload asks one assistant")
+
+    @override_settings(AI_LLM_MODEL="openai/gpt-4o")
+    def test_a_start_loads_the_first_assistants_tokenizer_in_a_thread(self):
+        """Its first count would load it in the reactor, a few hundred ms of CPU."""
+        import threading
+
+        self.script.attributes.add("llm_model", None)  # the server's model
+        loaded = []
+        with (
+            patch("ai.process_start.STARTED", set()),
+            patch("ai.process_start.load_litellm", lambda: None),
+            patch(
+                "ai.process_start.load_tokenizer",
+                lambda model: loaded.append((model, threading.current_thread())),
+            ),
+        ):
+            wait_for(start_process(self.script))
+        self.assertEqual(len(loaded), 1)
+        self.assertEqual(loaded[0][0], "openai/gpt-4o")
+        self.assertIsNot(loaded[0][1], threading.main_thread())
+
+    def paused_by_a_reload(self, count):
+        """Return the scripts of this assistant and ``count`` more, their timers running,
+        then paused as a reload pauses them (a new process holds no timer)."""
+        scripts = [self.script] + [
+            make_assistant(f"Helper{number}", self.room1).assistant_script
+            for number in range(count)
+        ]
+        for script in scripts:
+            # No timer may fire in a later test (a deleted script has none).
+            self.addCleanup(lambda script=script: script.pk and script._stop_task())
+            script._start_task()
+            script._pause_task(auto_pause=True)
+        return scripts
+
+    def test_timers_a_reload_paused_restart_after_the_start_loop_in_turns(self):
+        """Evennia restarts every timer inside its start loop, a dozen queries each: the
+        assistants' restart later, in the reactor's turns, each where it was paused."""
+        from evennia.scripts.models import ScriptDB
+
+        scripts = self.paused_by_a_reload(3)
+        waits = {script: script.db._paused_time for script in scripts}
+        restarts = []
+        with patch(
+            "ai.assistant_script.restart_in_turns",
+            lambda script, restart: restarts.append(restart_in_turns(script, restart)),
+        ):
+            ScriptDB.objects.update_scripts_after_server_start()
+        self.assertEqual(len(restarts), len(scripts))
+        for script in scripts:
+            self.assertIsNone(script.ndb._task, "not restarted inside the loop")
+            self.assertEqual(script.db._paused_time, waits[script], "still paused")
+            script._pause_task(auto_pause=True)  # a reload now: the pause is kept
+            self.assertEqual(script.db._paused_time, waits[script])
+        wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
+        for script in scripts:
+            self.assertTrue(script.ndb._task.running)
+            self.assertIsNone(script.db._paused_time)
+            self.assertLessEqual(script.time_until_next_repeat(), round(waits[script]) + 1)
+
+    def test_a_script_deleted_before_its_turn_is_not_restarted(self):
+        from evennia.scripts.models import ScriptDB
+
+        scripts = self.paused_by_a_reload(1)
+        gone = scripts[-1]
+        restarts = []
+        with patch(
+            "ai.assistant_script.restart_in_turns",
+            lambda script, restart: restarts.append(restart_in_turns(script, restart)),
+        ):
+            ScriptDB.objects.update_scripts_after_server_start()
+        gone.delete()
+        with patch("ai.process_start.logger.log_err") as log_err:
+            wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
+        log_err.assert_not_called()
+        self.assertIsNone(gone.ndb._task)
+        self.assertTrue(scripts[0].ndb._task.running)
+
+    def test_a_builder_pausing_and_unpausing_an_assistant_is_evennias_own(self):
+        self.addCleanup(self.script._stop_task)
+        self.script._start_task()
+        self.script.pause()
+        with patch("ai.assistant_script.restart_in_turns") as in_turns:
+            self.script.unpause()
+        in_turns.assert_not_called()
+        self.assertTrue(self.script.ndb._task.running, "restarted at once")
+
+    def test_a_restart_that_fails_is_logged(self):
+        def failing(auto_unpause):
+            raise RuntimeError("the timer broke")
+
+        with patch("ai.process_start.logger.log_err") as log_err:
+            wait_for(restart_in_turns(self.script, failing))
+        self.assertIn("Helper", log_err.call_args.args[0])
+        self.assertIn("did not restart: the timer broke", log_err.call_args.args[0])

@@ -212,7 +212,7 @@ class TestRecentHistory(AssistantTestCase):
             if not warming.called:
                 reactor.callLater(0, turn)
 
-        with patch("ai.history.WARM_PAGE", 10), patch("ai.history.WARM_SLICE_S", 0):
+        with patch("ai.history.WARM_PAGE", 10), patch("ai.utils.reactor_turns.SLICE_S", 0):
             warming = self.script.history.warm(tokens)
             reactor.callLater(0, turn)
             wait_for(warming)
@@ -243,7 +243,7 @@ class TestRecentHistory(AssistantTestCase):
             if not both.called:
                 reactor.callLater(0, turn)
 
-        with patch("ai.history.WARM_PAGE", 10), patch("ai.history.WARM_SLICE_S", 0):
+        with patch("ai.history.WARM_PAGE", 10), patch("ai.utils.reactor_turns.SLICE_S", 0):
             both = defer.DeferredList([self.script.history.warm(10**6), other.history.warm(10**6)])
             reactor.callLater(0, turn)
             wait_for(both)

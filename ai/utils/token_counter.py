@@ -107,6 +107,12 @@ def tokenizer_tier(model):
     return "heuristic"
 
 
+def load_tokenizer(model):
+    """Load what counts ``model``'s tokens, so that its first count does not (tiktoken's
+    encoding takes a few hundred ms of CPU to load). Safe from any thread."""
+    tokenizer_tier(model)
+
+
 def set_calibration(model, factor):
     """Scale the estimated counts of ``model`` by ``factor`` (1.0 removes the calibration)."""
     if factor == 1.0:
