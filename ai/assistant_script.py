@@ -29,7 +29,7 @@ from .helpers.working_memory import note_conversation
 from .history import ConversationHistory
 from .llm_interaction import resolve_model
 from .log_channel import open_log_channel
-from .process_start import restart_in_turns, start_process
+from .process_start import call_off_restart, restart_in_turns, start_process
 from .prompt_contexts import (
     CONTEXT_TICK_EVENT,
     EXECUTION_CONFIG_DEFAULTS,
@@ -109,6 +109,13 @@ class AssistantScript(DefaultScript):
             restart_in_turns(self, super()._unpause_task)
         else:
             super()._unpause_task(*args, auto_unpause=auto_unpause, **kwargs)
+
+    def _pause_task(self, auto_pause=False, **kwargs):
+        """Pause the timer, calling off a restart still waiting for its turn: the pause the
+        reload left stands (Evennia pauses only a timer not paused), a builder's as one."""
+        if call_off_restart(self) and not auto_pause:
+            self.db._manually_paused = True
+        super()._pause_task(auto_pause=auto_pause, **kwargs)
 
     def at_server_reload(self):
         """Write what waits in memory: the usage rows (``ai.usage_history``) and the sleep's

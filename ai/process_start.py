@@ -75,15 +75,20 @@ def restart_in_turns(script, restart):
     the reactor's turns, with the other assistants' (``ai.utils.reactor_turns``), instead of
     inside Evennia's start loop.
 
-    Until then the script stays paused as the reload left it: a reload meanwhile keeps the
-    pause (Evennia pauses only a script not paused), and the next start restarts it.
+    Until then the script stays paused as the reload left it. A pause meanwhile calls the
+    restart off (:func:`call_off_restart`): a reload's, whose shutdown still turns the
+    reactor, must leave the pause for the next start to restart.
 
     Returns:
-        Deferred: Fires once the timer is restarted (a failure is logged).
+        Deferred: Fires once the timer is restarted or the restart called off (a failure
+        is logged).
     """
+    script.ndb.restart_waits = True
 
     def steps():
-        restart(auto_unpause=True)  # of a script deleted meanwhile, finds no pause
+        if script.ndb.restart_waits:
+            script.ndb.restart_waits = False
+            restart(auto_unpause=True)  # of a script deleted meanwhile, finds no pause
         yield
 
     return in_turns(steps()).addErrback(
@@ -91,3 +96,11 @@ def restart_in_turns(script, restart):
             f"AI {script.label}: its timer did not restart: {failure.getErrorMessage()}"
         )
     )
+
+
+def call_off_restart(script):
+    """Call off the restart of ``script``'s timer waiting in :func:`restart_in_turns`, if
+    any; return whether one waited."""
+    waited = bool(script.ndb.restart_waits)
+    script.ndb.restart_waits = False
+    return waited

@@ -66,9 +66,11 @@ class _TurnProbe:
 
 
 @defer.inlineCallbacks
-def _until(done):
-    """Fire once ``done()`` is true, checked every 10 ms."""
-    while not done():
+def _until(done, at_most_s=300):
+    """Fire once ``done()`` is true (checked every 10 ms), or after ``at_most_s`` seconds:
+    a timer that never restarts shows in the report (``timers_running``), not as a hang."""
+    gives_up = time.monotonic() + at_most_s
+    while not done() and time.monotonic() < gives_up:
         yield task.deferLater(reactor, 0.01, lambda: None)
 
 

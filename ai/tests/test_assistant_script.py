@@ -267,6 +267,7 @@ class TestServerStart(AssistantTestCase):
         import threading
 
         self.script.attributes.add("llm_model", None)  # the server's model
+        self.script.attributes.add("memory_enabled", False)  # no embedder to load
         loaded = []
         with (
             patch("ai.process_start.STARTED", set()),
@@ -283,54 +284,79 @@ class TestServerStart(AssistantTestCase):
 
     def paused_by_a_reload(self, count):
         """Return the scripts of this assistant and ``count`` more, their timers running,
-        then paused as a reload pauses them (a new process holds no timer)."""
+        then paused as a reload pauses them (a new process holds no timer), the next tick
+        of each due 1, 2, 3... seconds after the restart (the interval is 5)."""
         scripts = [self.script] + [
             make_assistant(f"Helper{number}", self.room1).assistant_script
             for number in range(count)
         ]
-        for script in scripts:
+        for wait, script in enumerate(scripts, start=1):
             # No timer may fire in a later test (a deleted script has none).
             self.addCleanup(lambda script=script: script.pk and script._stop_task())
             script._start_task()
             script._pause_task(auto_pause=True)
+            script.db._paused_time = wait
         return scripts
+
+    def start_loop(self):
+        """Run Evennia's start loop in a process that has loaded what a start loads; return
+        the Deferreds of the restarts handed to the reactor's turns."""
+        from evennia.scripts.models import ScriptDB
+
+        restarts = []
+        with (
+            patch("ai.process_start.STARTED", {"shared", "memory"}),
+            patch(
+                "ai.assistant_script.restart_in_turns",
+                lambda script, restart: restarts.append(restart_in_turns(script, restart)),
+            ),
+        ):
+            ScriptDB.objects.update_scripts_after_server_start()
+        return restarts
 
     def test_timers_a_reload_paused_restart_after_the_start_loop_in_turns(self):
         """Evennia restarts every timer inside its start loop, a dozen queries each: the
         assistants' restart later, in the reactor's turns, each where it was paused."""
-        from evennia.scripts.models import ScriptDB
-
         scripts = self.paused_by_a_reload(3)
-        waits = {script: script.db._paused_time for script in scripts}
-        restarts = []
-        with patch(
-            "ai.assistant_script.restart_in_turns",
-            lambda script, restart: restarts.append(restart_in_turns(script, restart)),
-        ):
-            ScriptDB.objects.update_scripts_after_server_start()
+        restarts = self.start_loop()
         self.assertEqual(len(restarts), len(scripts))
-        for script in scripts:
+        for wait, script in enumerate(scripts, start=1):
             self.assertIsNone(script.ndb._task, "not restarted inside the loop")
-            self.assertEqual(script.db._paused_time, waits[script], "still paused")
-            script._pause_task(auto_pause=True)  # a reload now: the pause is kept
-            self.assertEqual(script.db._paused_time, waits[script])
+            self.assertEqual(script.db._paused_time, wait, "still paused")
         wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
-        for script in scripts:
+        for wait, script in enumerate(scripts, start=1):
             self.assertTrue(script.ndb._task.running)
             self.assertIsNone(script.db._paused_time)
-            self.assertLessEqual(script.time_until_next_repeat(), round(waits[script]) + 1)
+            self.assertLessEqual(script.time_until_next_repeat(), wait, "not a new interval")
+
+    def test_a_reload_before_the_restart_leaves_the_pause_to_the_next_start(self):
+        """A reload's shutdown pauses every script and still turns the reactor: a restart
+        waiting then would start the timer and clear the pause, and the next start would
+        find nothing to restart."""
+        scripts = self.paused_by_a_reload(1)
+        restarts = self.start_loop()
+        for script in scripts:
+            script._pause_task(auto_pause=True)  # the reload
+        wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
+        for wait, script in enumerate(scripts, start=1):
+            self.assertIsNone(script.ndb._task, "called off")
+            self.assertEqual(script.db._paused_time, wait, "the pause kept")
+        wait_for(defer.DeferredList(self.start_loop(), fireOnOneErrback=True))
+        for script in scripts:
+            self.assertTrue(script.ndb._task.running, "restarted by the next start")
+
+    def test_a_builder_pausing_an_assistant_before_its_restart_keeps_it_paused(self):
+        self.paused_by_a_reload(0)
+        restarts = self.start_loop()
+        self.script.pause()
+        wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
+        self.assertIsNone(self.script.ndb._task)
+        self.assertTrue(self.script.db._manually_paused, "the next start leaves it paused")
 
     def test_a_script_deleted_before_its_turn_is_not_restarted(self):
-        from evennia.scripts.models import ScriptDB
-
         scripts = self.paused_by_a_reload(1)
         gone = scripts[-1]
-        restarts = []
-        with patch(
-            "ai.assistant_script.restart_in_turns",
-            lambda script, restart: restarts.append(restart_in_turns(script, restart)),
-        ):
-            ScriptDB.objects.update_scripts_after_server_start()
+        restarts = self.start_loop()
         gone.delete()
         with patch("ai.process_start.logger.log_err") as log_err:
             wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
