@@ -285,7 +285,8 @@ class TestServerStart(AssistantTestCase):
     def paused_by_a_reload(self, count):
         """Return the scripts of this assistant and ``count`` more, their timers running,
         then paused as a reload pauses them (a new process holds no timer), the next tick
-        of each due 1, 2, 3... seconds after the restart (the interval is 5)."""
+        of each due 60, 120, 180... seconds after the restart. The interval is 1,000 s, so
+        neither a tick during a slow restart nor a fresh interval passes for a kept phase."""
         scripts = [self.script] + [
             make_assistant(f"Helper{number}", self.room1).assistant_script
             for number in range(count)
@@ -293,9 +294,10 @@ class TestServerStart(AssistantTestCase):
         for wait, script in enumerate(scripts, start=1):
             # No timer may fire in a later test (a deleted script has none).
             self.addCleanup(lambda script=script: script.pk and script._stop_task())
+            script.interval = 1000
             script._start_task()
             script._pause_task(auto_pause=True)
-            script.db._paused_time = wait
+            script.db._paused_time = 60 * wait
         return scripts
 
     def start_loop(self):
@@ -322,12 +324,12 @@ class TestServerStart(AssistantTestCase):
         self.assertEqual(len(restarts), len(scripts))
         for wait, script in enumerate(scripts, start=1):
             self.assertIsNone(script.ndb._task, "not restarted inside the loop")
-            self.assertEqual(script.db._paused_time, wait, "still paused")
+            self.assertEqual(script.db._paused_time, 60 * wait, "still paused")
         wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
         for wait, script in enumerate(scripts, start=1):
             self.assertTrue(script.ndb._task.running)
             self.assertIsNone(script.db._paused_time)
-            self.assertLessEqual(script.time_until_next_repeat(), wait, "not a new interval")
+            self.assertLessEqual(script.time_until_next_repeat(), 60 * wait, "its own phase")
 
     def test_a_reload_before_the_restart_leaves_the_pause_to_the_next_start(self):
         """A reload's shutdown pauses every script and still turns the reactor: a restart
@@ -340,7 +342,7 @@ class TestServerStart(AssistantTestCase):
         wait_for(defer.DeferredList(restarts, fireOnOneErrback=True))
         for wait, script in enumerate(scripts, start=1):
             self.assertIsNone(script.ndb._task, "called off")
-            self.assertEqual(script.db._paused_time, wait, "the pause kept")
+            self.assertEqual(script.db._paused_time, 60 * wait, "the pause kept")
         wait_for(defer.DeferredList(self.start_loop(), fireOnOneErrback=True))
         for script in scripts:
             self.assertTrue(script.ndb._task.running, "restarted by the next start")
