@@ -55,6 +55,8 @@ READS = LazyPool("ai-history-reads", lambda: 1)
 READ_PAGE = 1000
 # Messages read on each side of one to find its tool-call unit: more than a tick's calls.
 _UNIT_SCAN = 64
+# Live rows are named by the bare column, as the live index's condition is (``ai.models``):
+# SQLite leaves a partial index aside for ``is_live = %s``, even ``is_live = 1``.
 _SELECT_MESSAGES = f"SELECT {', '.join(_COLUMNS)} FROM {_MESSAGE_TABLE} WHERE db_script_id = %s"
 _SELECT_OUTLINE = (
     "SELECT id, position, role, tool_calls, tool_call_id, token_count, pinned "
@@ -349,8 +351,8 @@ class ConversationHistory:
         while True:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"{_SELECT_OUTLINE} AND is_live = %s ORDER BY position DESC, id DESC LIMIT %s",
-                    [self.script.id, True, limit],
+                    f"{_SELECT_OUTLINE} AND is_live ORDER BY position DESC, id DESC LIMIT %s",
+                    [self.script.id, limit],
                 )
                 rows = cursor.fetchall()
             outline = [_columns_to_outline(columns) for columns in reversed(rows)]
@@ -440,9 +442,9 @@ class ConversationHistory:
     def _page(self, before, size):
         """Return up to ``size`` of the newest live messages before ``position`` (None: the
         newest of all), oldest first."""
-        condition, params = "is_live = %s", [True]
+        condition, params = "is_live", []
         if before is not None:
-            condition, params = "is_live = %s AND position < %s", [True, before]
+            condition, params = "is_live AND position < %s", [before]
         with connection.cursor() as cursor:
             cursor.execute(
                 f"{_SELECT_MESSAGES} AND {condition} ORDER BY position DESC, id DESC LIMIT %s",
@@ -582,9 +584,9 @@ class ConversationHistory:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id, token_count FROM {_MESSAGE_TABLE} WHERE db_script_id = %s "
-                "AND is_live = %s AND pinned = %s AND position >= %s AND position <= %s"
+                "AND is_live AND pinned = %s AND position >= %s AND position <= %s"
                 f"{lock}",
-                [self.script.id, True, False, first, last],
+                [self.script.id, False, first, last],
             )
             return dict(cursor.fetchall())
 
@@ -596,9 +598,9 @@ class ConversationHistory:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {_MESSAGE_TABLE} SET is_live = %s, replaced_by_id = %s "
-                "WHERE db_script_id = %s AND is_live = %s AND pinned = %s AND position >= %s "
+                "WHERE db_script_id = %s AND is_live AND pinned = %s AND position >= %s "
                 f"AND position <= %s AND id NOT IN ({keep})",
-                [False, replaced_by, self.script.id, True, False, first, last]
+                [False, replaced_by, self.script.id, False, first, last]
                 + [summary.id for summary in summaries],
             )
 
@@ -660,9 +662,9 @@ class ConversationHistory:
                 chunk = ids[start : start + _IDS_PER_QUERY]
                 cursor.execute(
                     f"SELECT id, token_count FROM {_MESSAGE_TABLE} WHERE db_script_id = %s "
-                    f"AND is_live = %s AND pinned = %s AND id IN ({', '.join(['%s'] * len(chunk))})"
+                    f"AND is_live AND pinned = %s AND id IN ({', '.join(['%s'] * len(chunk))})"
                     f"{lock}",
-                    [self.script.id, True, False, *chunk],
+                    [self.script.id, False, *chunk],
                 )
                 found.update(cursor.fetchall())
         return found
@@ -739,9 +741,9 @@ class ConversationHistory:
         with connection.cursor() as cursor:
             for condition, order in (("<=", "DESC"), (">", "ASC")):
                 cursor.execute(
-                    f"{_SELECT_OUTLINE} AND is_live = %s AND position {condition} %s "
+                    f"{_SELECT_OUTLINE} AND is_live AND position {condition} %s "
                     f"ORDER BY position {order} LIMIT %s",
-                    [self.script.id, True, position, _UNIT_SCAN],
+                    [self.script.id, position, _UNIT_SCAN],
                 )
                 rows = [_columns_to_outline(columns) for columns in cursor.fetchall()]
                 around.append(rows[::-1] if order == "DESC" else rows)
@@ -752,7 +754,7 @@ class ConversationHistory:
 
     def pinned_messages(self):
         """Return the live pinned messages, oldest first."""
-        return self._read("is_live = %s AND pinned = %s", [True, True])
+        return self._read("is_live AND pinned = %s", [True])
 
     def archive_under(self, stands_for, messages):
         """Keep ``messages`` archived from the start, linked to the live message that stands
@@ -805,8 +807,8 @@ class ConversationHistory:
             before (int, optional): Only the messages at positions before this one.
         """
         if before is None:
-            return self._read("is_live = %s", [True])
-        return self._read("is_live = %s AND position < %s", [True, before])
+            return self._read("is_live", [])
+        return self._read("is_live AND position < %s", [before])
 
     def read_messages(self, before=None):
         """Return :meth:`messages` read off the reactor: in a thread of ``READS``, a page of
@@ -828,9 +830,9 @@ class ConversationHistory:
         """Read :meth:`messages` page by page, then close this thread's connection (an open
         one would keep PostgreSQL from dropping a test database)."""
         try:
-            messages, condition, params = [], "is_live = %s", [True]
+            messages, condition, params = [], "is_live", []
             if before is not None:
-                condition, params = f"{condition} AND position < %s", [True, before]
+                condition, params = f"{condition} AND position < %s", [before]
             while True:
                 after = messages[-1]["position"] if messages else None
                 page = self._read(

@@ -333,6 +333,55 @@ class TestNewestOutline(AssistantTestCase):
         self.assert_outline_of_newest(self.script.history.newest_outline(100 * small, 10), 0, 0)
 
 
+@skipUnless(connection.vendor == "sqlite", "the plans of SQLite's query planner")
+class TestLiveIndex(AssistantTestCase):
+    """The live index holds live rows only, so archiving removes a row from it and moves
+    nothing; SQLite uses it only for a query naming the bare column as its condition does."""
+
+    def setUp(self):
+        super().setUp()
+        for index in range(8):
+            self.script.append_message({"role": "user", "content": f'Char says, "line {index}"'})
+        self.history = self.script.history
+
+    def assert_live_index_used(self, operation):
+        with CaptureQueriesContext(connection) as queries:
+            operation()
+        statements = [
+            query["sql"]
+            for query in queries
+            if "ai_conversationmessage" in query["sql"] and " is_live" in query["sql"]
+        ]
+        self.assertTrue(statements, "the operation read the live rows")
+        with connection.cursor() as cursor:
+            for sql in statements:
+                cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+                plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+                self.assertIn("ai_live_idx", plan, sql)
+
+    def test_the_stores_reads_and_its_archive_use_the_live_index(self):
+        history, ndb = self.history, self.script.ndb
+        summary = {"role": "system", "content": "[CONTEXT SUMMARY]\nChar counted lines."}
+        operations = {
+            # Nothing held: both read the table.
+            "the tail": lambda: (setattr(ndb, "live_tail", None), history.recent(10**6)),
+            "the outline": lambda: (
+                setattr(ndb, "live_tail", None),
+                history.newest_outline(10**6, 0),
+            ),
+            "every live message": history.messages,
+            "the live messages before one": lambda: history.messages(before=5),
+            "the pinned ones": history.pinned_messages,
+            "a tool-call unit": lambda: history._unit_at(3),
+            "the archive": lambda: history.replace_with_summaries(
+                history.messages()[:4], [(summary, history.messages()[:4])]
+            ),
+        }
+        for name, operation in operations.items():
+            with self.subTest(name):
+                self.assert_live_index_used(operation)
+
+
 class TestIdsAfterTheLinkMigration(AssistantTestCase):
     @skipUnless(connection.vendor == "sqlite", "SQLite rebuilds the table; others alter it")
     def test_a_new_message_never_takes_the_id_of_one_deleted_before_the_rebuild(self):
