@@ -208,14 +208,15 @@ def shown_entries(character, entry_ids):
     if not entry_ids:
         return []
     marks = ", ".join(["%s"] * len(entry_ids))
+    # Ordered here: for ``ORDER BY id`` SQLite read every entry of the journal, in id order
+    # by the owner index, instead of looking the few ids up by the unique index.
     rows = select_rows(
         JournalEntry,
-        ShownEntry._fields,
+        ["id", *ShownEntry._fields],
         f"db_object_id = %s AND entry_id IN ({marks})",
         [character.id, *entry_ids],
-        "ORDER BY id",
     )
-    return [ShownEntry(*row) for row in rows]
+    return [ShownEntry(*row[1:]) for row in sorted(rows)]
 
 
 def write_stated_insights(character, texts, offered, audience):

@@ -264,14 +264,13 @@ def _links_of(character, memory_ids):
     """Return memory id -> its :data:`_Link`, read in plain SQL (a recall runs on every
     turn)."""
     marks = ", ".join(["%s"] * len(memory_ids))
+    # The owner checked and the links ordered here (a later link of a memory wins): with
+    # either in the SQL, SQLite read every link of the assistant by the owner index instead
+    # of looking the few memories up by theirs.
     rows = select_rows(
-        MemoryLink,
-        list(_Link._fields),
-        f"db_object_id = %s AND memory_id IN ({marks})",
-        [character.id, *memory_ids],
-        "ORDER BY id",
+        MemoryLink, ["id", "db_object_id", *_Link._fields], f"memory_id IN ({marks})", memory_ids
     )
-    return {row[0]: _Link(*row) for row in rows}
+    return {row[2]: _Link(*row[2:]) for row in sorted(rows) if row[1] == character.id}
 
 
 def rank(memory):

@@ -12,7 +12,9 @@ import sys
 import threading
 import types
 
+from django.db import connection
 from django.test import TransactionTestCase, override_settings
+from django.test.utils import CaptureQueriesContext
 from evennia.utils import create
 from evennia.utils.test_resources import (
     DEFAULT_SETTINGS,
@@ -184,6 +186,20 @@ class Unanswered:
     def release(self):
         """Let the call answer (its caller has stopped waiting for it)."""
         self.released.set()
+
+
+def query_plans(operation, table):
+    """Run ``operation`` and return ``(statement, SQLite's plan)`` of each statement it ran
+    that reads or changes ``table`` (SQLite only: ``EXPLAIN QUERY PLAN``)."""
+    with CaptureQueriesContext(connection) as queries:
+        operation()
+    plans = []
+    with connection.cursor() as cursor:
+        for query in queries:
+            if table in query["sql"] and not query["sql"].startswith("INSERT"):
+                cursor.execute(f"EXPLAIN QUERY PLAN {query['sql']}")
+                plans.append((query["sql"], " ".join(str(row[-1]) for row in cursor.fetchall())))
+    return plans
 
 
 def record_messages(obj):

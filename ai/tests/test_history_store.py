@@ -16,7 +16,7 @@ from ai.models import ConversationMessage
 from ai.utils.message_format import MessageValidationError
 from ai.utils.token_counter import count_message_tokens
 
-from .support import AssistantTestCase, make_assistant, wait_for
+from .support import AssistantTestCase, make_assistant, query_plans, wait_for
 from .test_token_counter import TOOL_CALL_MESSAGE
 
 MODEL = "offline/assistant"
@@ -345,19 +345,14 @@ class TestLiveIndex(AssistantTestCase):
         self.history = self.script.history
 
     def assert_live_index_used(self, operation):
-        with CaptureQueriesContext(connection) as queries:
-            operation()
-        statements = [
-            query["sql"]
-            for query in queries
-            if "ai_conversationmessage" in query["sql"] and " is_live" in query["sql"]
+        plans = [
+            (sql, plan)
+            for sql, plan in query_plans(operation, "ai_conversationmessage")
+            if " is_live" in sql and not sql.startswith("INSERT")
         ]
-        self.assertTrue(statements, "the operation read the live rows")
-        with connection.cursor() as cursor:
-            for sql in statements:
-                cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
-                plan = " ".join(str(row[-1]) for row in cursor.fetchall())
-                self.assertIn("ai_live_idx", plan, sql)
+        self.assertTrue(plans, "the operation read the live rows")
+        for sql, plan in plans:
+            self.assertIn("ai_live_idx", plan, sql)
 
     def test_the_stores_reads_and_its_archive_use_the_live_index(self):
         history, ndb = self.history, self.script.ndb

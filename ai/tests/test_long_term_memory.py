@@ -7,6 +7,7 @@ from importlib import import_module
 from unittest.mock import patch
 
 from django.apps import apps as django_apps
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -17,7 +18,7 @@ from ai.helpers.entity_context import (
     run_entity_consolidation_batch,
 )
 from ai.helpers.journal import add_entry
-from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace
+from ai.helpers.memory_links import links_for, memory_metadata, memory_namespace, recalled
 from ai.models import EntityObservation, JournalEntry, MemoryLink
 from ai.semantic_memory import (
     WORKER,
@@ -38,7 +39,7 @@ from ai.sleep.record import sleep_record
 from ai.tools import ToolContext, execute_tool
 from ai.utils.facts import replaces
 
-from .support import AssistantTestCase, ScriptedLLM, wait_for
+from .support import AssistantTestCase, ScriptedLLM, query_plans, wait_for
 
 CODE_NOW_1111 = '{"content": "Char\'s vault code is now 1111."}'
 
@@ -165,6 +166,31 @@ class TestConsolidation(MemoryTestCase):
         add_entry(other, "The sage hides the key under the bell.", "conversation")
         wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20))
         self.assertEqual(self.recall("Where is the key hidden?"), [])
+
+    def test_a_memory_of_another_assistant_is_never_shown_and_lookups_use_its_index(self):
+        from .support import make_assistant
+
+        other = make_assistant("Sage", self.room1)
+        add_entry(other, "The sage hides the key under the bell.", "conversation")
+        wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20))
+        self.journal("The miller hides the flour in the loft.")
+        self.consolidate()
+        theirs = MemoryLink.objects.get(db_object_id=other.id).memory_id
+        mine = MemoryLink.objects.get(db_object_id=self.assistant.id).memory_id
+        hits = [(theirs, "The sage hides the key.", 0.9), (mine, "The miller hides it.", 0.8)]
+        found = recalled(self.assistant, hits, None, 5)
+        self.assertEqual([memory["memory_id"] for memory in found], [mine])
+        if connection.vendor == "sqlite":
+            # Not every link of the assistant read by the owner index to find two.
+            (plan,) = [
+                plan
+                for sql, plan in query_plans(
+                    lambda: recalled(self.assistant, hits, None, 5), "ai_memorylink"
+                )
+                if "memory_id IN" in sql
+            ]
+            self.assertIn("memory_id", plan)
+            self.assertNotIn("owner", plan)
 
     def test_a_broken_memory_configuration_fails_clearly_and_changes_nothing(self):
         self.journal("The mill wheel squeaks.")

@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from ai.commands import CmdAiHistory
-from ai.helpers.insights import write_insight
+from ai.helpers.insights import shown_entries, write_insight
 from ai.helpers.journal import add_entry, journal_entries, listed
 from ai.models import JournalEntry
 from ai.offline.responder import respond
@@ -23,6 +23,7 @@ from .support import (
     AssistantCommandTestCase,
     AssistantTestCase,
     ScriptedLLM,
+    query_plans,
     record_messages,
     wait_for,
 )
@@ -487,6 +488,27 @@ class TestOfflineEngine(ReflectionTestCase):
         refused = {"role": "system", "content": "Result of your last action: Not journaled: no."}
         (then,) = respond([*listing, refused], tools).tool_calls
         self.assertEqual(then["function"]["name"], "noop")
+
+
+class TestShownEntries(AssistantTestCase):
+    def test_the_entries_shown_come_oldest_first_looked_up_by_their_ids(self):
+        entries = [
+            add_entry(self.assistant, f"Char lent me item {number}.", "conversation")
+            for number in range(3)
+        ]
+        asked = [entries[2]["id"], entries[0]["id"], "journal_nowhere"]
+        shown = shown_entries(self.assistant, asked)
+        self.assertEqual([row.entry_id for row in shown], [entries[0]["id"], entries[2]["id"]])
+        if connection.vendor == "sqlite":
+            # Not every entry of the journal read by the owner index to find two.
+            (plan,) = [
+                plan
+                for sql, plan in query_plans(
+                    lambda: shown_entries(self.assistant, asked), "ai_journalentry"
+                )
+            ]
+            self.assertIn("entry_id=?", plan)
+            self.assertNotIn("db_object_id_", plan)
 
 
 class TestJournalListing(AssistantCommandTestCase):
