@@ -98,7 +98,7 @@ class AssistantScript(DefaultScript):
         start_process(self)
 
     def _unpause_task(self, *args, auto_unpause=False, **kwargs):
-        """Restart the timer a reload or shutdown paused.
+        """Restart the timer a reload or shutdown paused (or a kill left stopped).
 
         Evennia's start loop restarts every script's timer in one go, a dozen queries
         each (with 50 assistants, half a second in which nothing else runs;

@@ -77,7 +77,9 @@ def restart_in_turns(script, restart):
 
     Until then the script stays paused as the reload left it. A pause meanwhile calls the
     restart off (:func:`call_off_restart`): a reload's, whose shutdown still turns the
-    reactor, must leave the pause for the next start to restart.
+    reactor, must leave the pause for the next start to restart. A timer that no pause
+    stopped (the process was killed or crashed: Evennia pauses timers only when it shuts
+    down itself) starts anew, where Evennia would leave it stopped for good.
 
     Returns:
         Deferred: Fires once the timer is restarted or the restart called off (a failure
@@ -88,7 +90,10 @@ def restart_in_turns(script, restart):
     def steps():
         if script.ndb.restart_waits:
             script.ndb.restart_waits = False
-            restart(auto_unpause=True)  # of a script deleted meanwhile, finds no pause
+            if script.pk and not script.db._paused_time:
+                script._start_task()
+            else:
+                restart(auto_unpause=True)
         yield
 
     return in_turns(steps()).addErrback(

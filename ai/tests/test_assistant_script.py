@@ -366,6 +366,18 @@ class TestServerStart(AssistantTestCase):
         self.assertIsNone(gone.ndb._task)
         self.assertTrue(scripts[0].ndb._task.running)
 
+    def test_a_timer_a_killed_server_left_unpaused_starts_again(self):
+        """Evennia pauses timers only when it shuts down itself: after a kill or a crash a
+        timer has no pause to resume, and Evennia would leave it stopped for good."""
+        self.addCleanup(lambda: self.script._stop_task())
+        self.script.interval = 1000
+        self.script._start_task()
+        self.script.ndb._task.stop()  # the process ends: no pause is written
+        self.script.ndb._task = None
+        wait_for(defer.DeferredList(self.start_loop(), fireOnOneErrback=True))
+        self.assertTrue(self.script.ndb._task.running, "ticking again")
+        self.assertIsNone(self.script.db._paused_time)
+
     def test_a_builder_pausing_and_unpausing_an_assistant_is_evennias_own(self):
         self.addCleanup(self.script._stop_task)
         self.script._start_task()
@@ -379,6 +391,7 @@ class TestServerStart(AssistantTestCase):
         def failing(auto_unpause):
             raise RuntimeError("the timer broke")
 
+        self.paused_by_a_reload(0)
         with patch("ai.process_start.logger.log_err") as log_err:
             wait_for(restart_in_turns(self.script, failing))
         self.assertIn("Helper", log_err.call_args.args[0])
