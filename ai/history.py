@@ -442,9 +442,7 @@ class ConversationHistory:
     def _page(self, before, size):
         """Return up to ``size`` of the newest live messages before ``position`` (None: the
         newest of all), oldest first."""
-        condition, params = "is_live", []
-        if before is not None:
-            condition, params = "is_live AND position < %s", [before]
+        condition, params = _live_before(before)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"{_SELECT_MESSAGES} AND {condition} ORDER BY position DESC, id DESC LIMIT %s",
@@ -806,9 +804,7 @@ class ConversationHistory:
         Args:
             before (int, optional): Only the messages at positions before this one.
         """
-        if before is None:
-            return self._read("is_live", [])
-        return self._read("is_live AND position < %s", [before])
+        return self._read(*_live_before(before))
 
     def read_messages(self, before=None):
         """Return :meth:`messages` read off the reactor: in a thread of ``READS``, a page of
@@ -830,9 +826,7 @@ class ConversationHistory:
         """Read :meth:`messages` page by page, then close this thread's connection (an open
         one would keep PostgreSQL from dropping a test database)."""
         try:
-            messages, condition, params = [], "is_live", []
-            if before is not None:
-                condition, params = f"{condition} AND position < %s", [before]
+            messages, (condition, params) = [], _live_before(before)
             while True:
                 after = messages[-1]["position"] if messages else None
                 page = self._read(
@@ -898,6 +892,14 @@ class ConversationHistory:
                 live_tokens=0, live_count=0, revision=F("revision") + _revision_step()
             )
         self.script.ndb.live_tail = None
+
+
+def _live_before(position):
+    """Return the SQL condition and parameters of the live rows before ``position`` (None:
+    all the live rows)."""
+    if position is None:
+        return "is_live", []
+    return "is_live AND position < %s", [position]
 
 
 def _rows_holding(tokens, live_tokens, live_count):

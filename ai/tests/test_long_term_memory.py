@@ -39,7 +39,7 @@ from ai.sleep.record import sleep_record
 from ai.tools import ToolContext, execute_tool
 from ai.utils.facts import replaces
 
-from .support import AssistantTestCase, ScriptedLLM, query_plans, wait_for
+from .support import AssistantTestCase, ScriptedLLM, make_assistant, query_plans, wait_for
 
 CODE_NOW_1111 = '{"content": "Char\'s vault code is now 1111."}'
 
@@ -160,16 +160,12 @@ class TestConsolidation(MemoryTestCase):
         self.assertTrue(link.memory_id)
 
     def test_memories_of_one_assistant_are_not_recalled_by_another(self):
-        from .support import make_assistant
-
         other = make_assistant("Sage", self.room1)
         add_entry(other, "The sage hides the key under the bell.", "conversation")
         wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20))
         self.assertEqual(self.recall("Where is the key hidden?"), [])
 
     def test_a_memory_of_another_assistant_is_never_shown_and_lookups_use_its_index(self):
-        from .support import make_assistant
-
         other = make_assistant("Sage", self.room1)
         add_entry(other, "The sage hides the key under the bell.", "conversation")
         wait_for(consolidate_memories_to_semantic(other.scripts.all()[0], other, 20))
