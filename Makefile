@@ -71,8 +71,9 @@ build/%/.ai-configured: | $(STAMP)
 	@rm -rf build/$*
 	@mkdir -p build
 	@cd build && $(EVENNIA) --init $* > /dev/null
-	@printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n' \
+	@printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n%s\n' \
 		'INSTALLED_APPS += ["ai"]' \
+		'SERVER_SERVICES_PLUGIN_MODULES += ["ai.server_services"]' \
 		'PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]' \
 		>> build/$*/server/conf/settings.py
 	@touch $@

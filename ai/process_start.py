@@ -52,15 +52,18 @@ def start_process(script):
                 threads.deferToThread(load_tokenizer, model), f"the tokenizer of {model}"
             )
         )
-    # One attribute, not the whole configuration: a preload needs no checked value.
-    if "memory" not in STARTED and script.attributes.get(
-        "memory_enabled", default=default_value("memory_enabled")
-    ):
+    if "memory" not in STARTED and uses_memory(script):
         STARTED.add("memory")
         loading.append(_failure_logged(WORKER.preload(), "long-term memory"))
     if loading:
         freeze_when_loaded(*loading)
     return defer.DeferredList(loading)
+
+
+def uses_memory(script):
+    """Return whether the assistant ``script`` uses long-term memory. One attribute, not
+    the whole configuration: a preload needs no checked value."""
+    return script.attributes.get("memory_enabled", default=default_value("memory_enabled"))
 
 
 def _failure_logged(loading, what):

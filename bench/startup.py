@@ -15,6 +15,12 @@ longest wall-clock gap between turns); and the reactor's CPU from the loop's sta
 every timer runs (the restarts the contrib moves out of the loop run in later turns,
 beside the first ticks). Prints JSON; always exits 0.
 
+Before each loop it calls the server plugin hook a game installs (``ai.server_services``:
+Evennia calls it before its reactor runs, so its CPU, ``before_serving_ms``, is no stall);
+``--without-before-serving`` leaves it out, as a game without it in
+``SERVER_SERVICES_PLUGIN_MODULES`` starts. One process imports the embedder's libraries
+once: only the first size shows what the hook changes.
+
 Run from the repository root: ``python bench/startup.py`` (``make bench`` runs it).
 """
 
@@ -82,18 +88,24 @@ def _counting_queries():
 
 
 @defer.inlineCallbacks
-def measure(count, made):
-    """Create assistants up to ``count`` (``made`` exist), then time one start loop."""
+def measure(count, made, before_serving):
+    """Create assistants up to ``count`` (``made`` exist), then time one start loop, after
+    the server plugin hook if ``before_serving``."""
     from evennia.scripts.models import ScriptDB
     from evennia.utils.idmapper.models import flush_cache
 
     from ai.assistant_script import AssistantScript
     from ai.semantic_memory import WORKER
+    from ai.server_services import start_plugin_services
 
     for number in range(made, count):
         new_assistant(f"Helper{number}")
     _paused_as_by_a_reload()
     flush_cache()
+    started = time.thread_time()
+    if before_serving:
+        start_plugin_services(None)
+    before_serving_cpu = time.thread_time() - started
     hook = AssistantScript.at_server_start
     spent = {"cpu": 0.0, "queries": 0, "calls": 0}
 
@@ -125,6 +137,7 @@ def measure(count, made):
     longest_turn, longest_gap = probe.stop()
     return {
         "assistants": count,
+        "before_serving_ms": round(before_serving_cpu * 1000, 1) if before_serving else None,
         "hooks_called": spent["calls"],
         "loop_ms": round(loop_cpu * 1000, 1),
         "loop_queries": len(queries.captured_queries),
@@ -142,17 +155,18 @@ def measure(count, made):
 
 
 @defer.inlineCallbacks
-def run():
+def run(before_serving):
     results, made = [], 0
     for count in SIZES:
-        results.append((yield measure(count, made)))
+        results.append((yield measure(count, made, before_serving)))
         made = count
     return results
 
 
 def main():
+    before_serving = "--without-before-serving" not in sys.argv[1:]
     setup_evennia()
-    results = run_in_reactor(run)
+    results = run_in_reactor(run, before_serving)
     if not isinstance(results, list):
         results.raiseException()
     print(json.dumps({"target_stall_ms": TARGET_STALL_MS, "starts": results}, indent=2))

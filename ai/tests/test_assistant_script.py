@@ -1,12 +1,16 @@
 """The script's tick machinery: busy guard, errback, modes, events, hearing."""
 
 import gc
+import shutil
+import sys
+import tempfile
 import weakref
 from importlib import import_module
+from pathlib import Path
 from unittest.mock import patch
 
 from django.apps import apps
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from twisted.internet import defer
@@ -396,3 +400,51 @@ class TestServerStart(AssistantTestCase):
             wait_for(restart_in_turns(self.script, failing))
         self.assertIn("Helper", log_err.call_args.args[0])
         self.assertIn("did not restart: the timer broke", log_err.call_args.args[0])
+
+
+@override_settings(SERVER_SERVICES_PLUGIN_MODULES=["ai.server_services"])
+class TestBeforeServing(AssistantTestCase):
+    """With ``ai.server_services`` in the setting, Evennia's server imports the embedder's
+    slowest library while it sets up, before it serves anyone (here a stand-in library)."""
+
+    LIBRARY = "ai_library_before_serving"
+
+    def setUp(self):
+        super().setUp()
+        folder = tempfile.mkdtemp()
+        Path(folder, f"{self.LIBRARY}.py").write_text("")
+        sys.path.insert(0, folder)
+        self.addCleanup(shutil.rmtree, folder)
+        self.addCleanup(sys.path.remove, folder)
+        self.addCleanup(sys.modules.pop, self.LIBRARY, None)
+        libraries = patch("ai.server_services.LIBRARIES_BEFORE_SERVING", (self.LIBRARY,))
+        libraries.start()
+        self.addCleanup(libraries.stop)
+        self.script.is_active = True  # as a server's start finds it (its timer stays off)
+
+    def server_set_up(self):
+        """Run Evennia's own plugin step of a server's set-up; return whether the library
+        is imported."""
+        from evennia.server.service import EvenniaServerService
+
+        EvenniaServerService.register_plugins(None)
+        return self.LIBRARY in sys.modules
+
+    def test_an_assistant_that_remembers_has_it_imported(self):
+        self.assertTrue(self.server_set_up())
+
+    def test_it_is_left_alone_when_no_assistant_remembers(self):
+        from evennia import create_script
+
+        self.script.attributes.add("memory_enabled", False)
+        create_script("evennia.scripts.scripts.DefaultScript", key="weather")  # not ours
+        self.assertFalse(self.server_set_up())
+
+    def test_a_database_without_tables_is_logged_and_the_set_up_goes_on(self):
+        missing = OperationalError("no such table: scripts_scriptdb")
+        with (
+            patch("ai.server_services.memory_will_load", side_effect=missing),
+            patch("ai.server_services.logger.log_err") as log_err,
+        ):
+            self.assertFalse(self.server_set_up())
+        self.assertIn("no such table: scripts_scriptdb", log_err.call_args.args[0])
