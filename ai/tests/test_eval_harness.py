@@ -8,6 +8,7 @@ fails is litellm's own ``mock_response`` error; the end-to-end run uses the offl
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 from contextlib import redirect_stdout
@@ -286,6 +287,7 @@ class ResultsTest(TestCase):
 
     def test_the_command_prints_and_writes_the_aggregate(self):
         folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
         paths = []
         for seed, right in ((1, 0.5), (2, 1.0)):
             paths.append(os.path.join(folder, f"{seed}.json"))
@@ -311,6 +313,7 @@ class HarnessTest(BaseEvenniaTest):
 
         self.real_model = real_model
         self.runs_dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.runs_dir)
         self.shape = conversations.Shape(facts=3, questions=3, filler=4, small_talk=1)
 
     def play(self, options, model="openai/eval-test"):
@@ -409,6 +412,7 @@ class AutonomyScenarioTest(BaseEvenniaTest):
 
         self.autonomy, self.real_model = autonomy, real_model
         self.runs_dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.runs_dir)
 
     def test_a_seed_gives_the_same_scenario_with_a_thing_to_return(self):
         one, again = self.autonomy.draw(5), self.autonomy.draw(5)

@@ -1,6 +1,7 @@
 """Long-term memory on real Mem0 (local FAISS and embedder): consolidation, recall,
 facts that change, privacy, the memory tools and a reload mid-consolidation."""
 
+import shutil
 import tempfile
 from datetime import timedelta
 from importlib import import_module
@@ -468,6 +469,7 @@ class TestLinkRepair(MemoryTestCase):
             self.journal(f"The {place} opens at dawn.", whisperer if place == "inn" else None)
         self.consolidate()
         lost = tempfile.mkdtemp(prefix="ai-lost-")  # an empty store, on either database
+        self.addCleanup(shutil.rmtree, lost)
         with override_settings(AI_MEMORY_VECTOR_STORE="faiss", AI_MEMORY_DIR=lost):
             self.assertEqual(stored_memories(self.assistant), [])
             repair = lambda: wait_for(  # noqa: E731

@@ -7,6 +7,7 @@ something could still fire what it waits for, and fails at once when nothing cou
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,9 @@ class TestLogsStayOutOfEvennia(TestCase):
         from bench_env import _settings_module
 
         template = os.path.dirname(evennia.__file__)
-        bench = _settings_module(os.path.join(tempfile.mkdtemp(), "bench.db3"))
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        bench = _settings_module(os.path.join(folder, "bench.db3"))
         for where in (settings, bench):
             for name in ("LOG_DIR", "SERVER_LOG_FILE", "LOCKWARNING_LOG_FILE", "HTTP_LOG_FILE"):
                 path = os.path.abspath(getattr(where, name))

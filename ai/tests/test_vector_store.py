@@ -4,6 +4,7 @@ cannot be used, and ``ai_rebuild_memory`` after a game switched stores."""
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -107,9 +108,9 @@ class TestRebuild(AssistantTestCase):
             add_entry(self.assistant, fact, "conversation")
         wait_for(consolidate_memories_to_semantic(self.script, self.assistant, 20))
         self.old_ids = set(MemoryLink.objects.values_list("memory_id", flat=True))
-        self.switched = override_settings(
-            AI_MEMORY_VECTOR_STORE="faiss", AI_MEMORY_DIR=tempfile.mkdtemp(prefix="ai-rebuilt-")
-        )
+        folder = tempfile.mkdtemp(prefix="ai-rebuilt-")
+        self.addCleanup(shutil.rmtree, folder)
+        self.switched = override_settings(AI_MEMORY_VECTOR_STORE="faiss", AI_MEMORY_DIR=folder)
         self.switched.enable()
         self.addCleanup(self.switched.disable)
 
