@@ -71,7 +71,7 @@ build/%/.ai-configured: | $(STAMP)
 	@rm -rf build/$*
 	@mkdir -p build
 	@cd build && $(EVENNIA) --init $* > /dev/null
-	@printf '\n# Added by make: the evennia-ai contrib, and a fast hasher for tests.\n%s\n%s\n%s\n' \
+	@printf '\n# Added by make: evennia-ai and its server plugin; a fast hasher.\n%s\n%s\n%s\n' \
 		'INSTALLED_APPS += ["ai"]' \
 		'SERVER_SERVICES_PLUGIN_MODULES += ["ai.server_services"]' \
 		'PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]' \

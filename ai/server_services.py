@@ -14,7 +14,6 @@ setting, torch imports in that thread as before.
 
 import importlib
 
-from django.db import DatabaseError
 from evennia.utils import logger
 
 from .process_start import uses_memory
@@ -24,25 +23,46 @@ LIBRARIES_BEFORE_SERVING = ("torch",)
 
 
 def start_plugin_services(server):
-    """Import the embedder's slowest library if an assistant here will load long-term
-    memory (Evennia calls this with its server service, which needs nothing from us)."""
+    """Import the embedder's slowest library if an assistant here will load long-term memory.
+
+    A failure is logged and the start goes on: the library then loads, or fails to, in the
+    start's loading thread, as without this hook.
+
+    Args:
+        server (EvenniaServerService): Evennia's server service (nothing is added to it).
+    """
     try:
-        needed = memory_will_load()
-    except DatabaseError as err:  # no tables yet: the first start before `evennia migrate`
-        logger.log_err(f"AI: could not tell whether an assistant uses long-term memory: {err}")
-        return
-    if needed:
-        for library in LIBRARIES_BEFORE_SERVING:
-            importlib.import_module(library)
+        if memory_will_load():
+            for library in LIBRARIES_BEFORE_SERVING:
+                importlib.import_module(library)
+    except Exception:  # a speed-up must never stop a start
+        logger.log_trace("AI: loading long-term memory's libraries before serving failed")
 
 
 def memory_will_load():
-    """Return whether an active assistant script will load long-term memory at this start."""
+    """Return whether an assistant script will load long-term memory at this start.
+
+    Evennia calls the start hook of every script, stopped ones too, and the first hook of an
+    assistant that uses memory preloads it. Only the assistants' scripts are read.
+    """
     from evennia.scripts.models import ScriptDB
+
+    paths = ScriptDB.objects.order_by().values_list("db_typeclass_path", flat=True).distinct()
+    ours = [path for path in paths if _is_assistant_script(path)]
+    return any(
+        uses_memory(script)
+        for script in ScriptDB.objects.filter(db_typeclass_path__in=ours).iterator()
+    )
+
+
+def _is_assistant_script(path):
+    """Return whether the typeclass at ``path`` is an assistant's script (False if it does not
+    import: Evennia reports that itself when it loads the script)."""
+    from evennia.utils.utils import class_from_module
 
     from .assistant_script import AssistantScript
 
-    return any(
-        isinstance(script, AssistantScript) and uses_memory(script)
-        for script in ScriptDB.objects.filter(db_is_active=True).iterator()
-    )
+    try:
+        return issubclass(class_from_module(path), AssistantScript)
+    except ImportError:
+        return False

@@ -102,10 +102,11 @@ def measure(count, made, before_serving):
         new_assistant(f"Helper{number}")
     _paused_as_by_a_reload()
     flush_cache()
-    started = time.thread_time()
+    before_serving_cpu = None
     if before_serving:
+        started = time.thread_time()
         start_plugin_services(None)
-    before_serving_cpu = time.thread_time() - started
+        before_serving_cpu = time.thread_time() - started
     hook = AssistantScript.at_server_start
     spent = {"cpu": 0.0, "queries": 0, "calls": 0}
 
@@ -137,7 +138,7 @@ def measure(count, made, before_serving):
     longest_turn, longest_gap = probe.stop()
     return {
         "assistants": count,
-        "before_serving_ms": round(before_serving_cpu * 1000, 1) if before_serving else None,
+        "before_serving_ms": before_serving_cpu and round(before_serving_cpu * 1000, 1),
         "hooks_called": spent["calls"],
         "loop_ms": round(loop_cpu * 1000, 1),
         "loop_queries": len(queries.captured_queries),
