@@ -43,7 +43,10 @@ def memory_will_load():
     """Return whether an assistant script will load long-term memory at this start.
 
     Evennia calls the start hook of every script, stopped ones too, and the first hook of an
-    assistant that uses memory preloads it. Only the assistants' scripts are read.
+    assistant that uses memory preloads it. Only the assistants' scripts are read, found by
+    importing each stored typeclass path: Evennia's ``filter_family`` knows only the
+    subclasses imported so far, and a game's own ``AssistantScript`` subclass may not be
+    imported yet this early.
     """
     from evennia.scripts.models import ScriptDB
 
